@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Build (or find in the cache) the Rust-enabled test kernel.
+#
+# The cache key covers the kernel source version, the config fragment and the
+# versions of rustc, bindgen and clang, so a warm run builds nothing. Prints
+# the path of the built tree (usable as KDIR) on stdout; everything else goes
+# to stderr.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=toolchain.sh
+. "$here/toolchain.sh"
+
+src_tar=/usr/src/linux-source-6.12.tar.xz
+fragment="$here/config.fragment"
+[ -f "$src_tar" ] || { echo "error: $src_tar missing: run 'make deps'" >&2; exit 1; }
+
+key_input="$(
+	stat -c '%s %Y' "$src_tar"
+	sha256sum "$fragment" | cut -d' ' -f1
+	/usr/bin/rustc --version
+	"$PEERMEM_BINDGEN" --version
+	clang-19 --version | head -1
+)"
+key="$(printf '%s' "$key_input" | sha256sum | cut -c1-16)"
+tree="$PEERMEM_CACHE/kernel-6.12-$key"
+
+if [ -f "$tree/.peermem-built" ]; then
+	echo "test kernel: cached at $tree" >&2
+	echo "$tree"
+	exit 0
+fi
+
+echo "test kernel: building into $tree (cold build, about 10-15 minutes)" >&2
+rm -rf "$tree.tmp"
+mkdir -p "$tree.tmp"
+tar -C "$tree.tmp" --strip-components=1 -xf "$src_tar"
+cd "$tree.tmp"
+make -s "${PEERMEM_KMAKE_ARGS[@]}" allnoconfig >&2
+scripts/kconfig/merge_config.sh -m .config "$fragment" >&2
+make -s "${PEERMEM_KMAKE_ARGS[@]}" olddefconfig >&2
+
+# Every option the fragment asks for must have survived olddefconfig.
+missing=0
+while IFS= read -r line; do
+	case "$line" in
+	CONFIG_*=n) opt="${line%%=*}"
+		if grep -q "^$opt=" .config; then
+			echo "config: $opt still set" >&2; missing=1
+		fi ;;
+	CONFIG_*=*) if ! grep -qxF "$line" .config; then
+			echo "config: wanted '$line', got '$(grep "^${line%%=*}=" .config || echo unset)'" >&2
+			missing=1
+		fi ;;
+	esac
+done < "$fragment"
+if [ "$missing" = 1 ] && [ "${PEERMEM_ALLOW_CONFIG_DRIFT:-0}" != 1 ]; then
+	echo "error: the config fragment does not apply cleanly (see above)" >&2
+	exit 1
+fi
+
+make -s "${PEERMEM_KMAKE_ARGS[@]}" rustavailable >&2
+make "${PEERMEM_KMAKE_ARGS[@]}" -j"$(nproc)" bzImage modules >&2
+touch .peermem-built
+cd /
+rm -rf "$tree"
+mv "$tree.tmp" "$tree"
+echo "$tree"
