@@ -1,0 +1,50 @@
+# nvidia-peermem-rs: top-level make targets.
+#
+#   make            build nvidia_peermem_rs.ko against KDIR (default: the running kernel)
+#   make demo       set up, build, boot the test VM, load the simulated stack
+#                   and the module, validate a GPUDirect transfer end to end
+#   make test       set up, then every test (host + VM), ending "N passed, N failed"
+#   make deps       install the Debian packages and tools (run by demo/test)
+#   make vm-test SUITE=name   build and boot one suite of tests/vm/suites/
+#   make bench      the in-VM benchmarks (see README)
+
+KDIR ?= /lib/modules/$(shell uname -r)/build
+RESULTS ?= $(CURDIR)/results
+
+.PHONY: all module modules clean deps test demo vm-test bench test-kernel clippy fmt-check
+
+all: module
+
+module modules:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+
+clean:
+	-$(MAKE) -C $(KDIR) M=$(CURDIR) clean
+	rm -rf $(RESULTS)
+
+deps:
+	scripts/deps.sh
+
+test-kernel: deps
+	tests/kernel/build-kernel.sh
+
+test: deps
+	RESULTS=$(RESULTS) tests/run-tests.sh
+
+demo: deps
+	RESULTS=$(RESULTS) tests/demo.sh
+
+vm-test: deps
+	@test -n "$(SUITE)" || { echo "usage: make vm-test SUITE=<name of tests/vm/suites/NAME.suite>"; exit 2; }
+	kdir=$$(tests/build-all.sh) && tests/run-vm-suites.sh "$$kdir" $(RESULTS) tests/vm/suites/$(SUITE).suite
+
+bench: deps
+	RESULTS=$(RESULTS) tests/bench/run-bench.sh
+
+clippy:
+	cargo clippy --workspace --all-targets -- -D warnings
+
+fmt-check:
+	cargo fmt --all -- --check
+
+-include packaging/packaging.mk

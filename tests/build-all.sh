@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Build everything the VM runs: the test kernel (cached), the fixtures, the
+# module and its KUnit module, the static guest binaries and the verdict.
+# Prints the test kernel tree (KDIR) on stdout.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$repo"
+# shellcheck source=kernel/toolchain.sh
+. tests/kernel/toolchain.sh
+kdir=$(tests/kernel/build-kernel.sh)
+jobs=$(nproc)
+
+if [ -f tests/fixtures/Kbuild ] || [ -f tests/fixtures/Makefile ]; then
+	echo "build: fixtures" >&2
+	make -s -C "$kdir" M="$repo/tests/fixtures" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
+fi
+if [ -f Kbuild ]; then
+	echo "build: nvidia_peermem_rs" >&2
+	syms=()
+	[ -f tests/fixtures/Module.symvers ] && syms=("KBUILD_EXTRA_SYMBOLS=$repo/tests/fixtures/Module.symvers")
+	make -s -C "$kdir" M="$repo" "${PEERMEM_KMAKE_ARGS[@]}" "${syms[@]}" -j"$jobs" modules >&2
+fi
+
+echo "build: host tools (vm-verdict) and static guest binaries" >&2
+cargo build -q --release -p vm-verdict >&2
+if [ -f tests/sim-client/Cargo.toml ]; then
+	RUSTFLAGS="-C target-feature=+crt-static" cargo build -q --release \
+		--target x86_64-unknown-linux-gnu -p peermem-sim --bin simtest >&2
+fi
+if [ -f tools/peermem-check/Cargo.toml ] && [ "${PEERMEM_VM_TOOL:-1}" = 1 ]; then
+	RUSTFLAGS="-C target-feature=+crt-static" cargo build -q --release \
+		--target x86_64-unknown-linux-gnu -p peermem-check >&2 ||
+		echo "build: warning: static peermem-check failed; the VM runs without it" >&2
+fi
+echo "$kdir"

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# `make test`: host tests, the build, every VM suite, the harness self-test,
+# and one closing `N passed, N failed` line. Exit 0 only when all is green.
+set -uo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$repo"
+results="${RESULTS:-$repo/results}"
+rm -rf "$results"
+mkdir -p "$results"
+start=$(date +%s)
+
+echo "==> host tests (cargo test --workspace)" >&2
+cargo test --workspace --color never 2>&1 | tee "$results/cargo-test.log" |
+	grep -E "^test result:|FAILED|panicked|^error" >&2
+
+echo "==> build" >&2
+if ! kdir=$(tests/build-all.sh); then
+	echo "error: the build failed (see above)" >&2
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+
+mapfile -t suites < <(ls tests/vm/suites/*.suite 2>/dev/null)
+if [ -n "${SUITES:-}" ]; then
+	suites=()
+	for s in $SUITES; do suites+=("tests/vm/suites/$s.suite"); done
+fi
+echo "==> VM suites: ${#suites[@]}" >&2
+tests/run-vm-suites.sh "$kdir" "$results" "${suites[@]}" >"$results/vm-suites.out" 2>&1
+cat "$results/vm-suites.out" | grep -E "^suite |FAIL|TIMEOUT" >&2
+
+if [ "${PEERMEM_SKIP_SELFTEST:-0}" != 1 ]; then
+	echo "==> harness self-test (each planted failure must be caught)" >&2
+	tests/vm/selftest.sh "$kdir" "$results"
+fi
+
+echo "==> summary (results in $results, $(( $(date +%s) - start ))s)" >&2
+verdicts=()
+for v in "$results"/*/verdict.json "$results"/harness-selftest.json; do
+	[ -f "$v" ] && verdicts+=("$v")
+done
+target/release/vm-verdict summary --cargo-log "$results/cargo-test.log" "${verdicts[@]}" |
+	tee "$results/summary.txt"
+exit "${PIPESTATUS[0]}"

@@ -1,0 +1,289 @@
+//! Reading a VM's serial console log: markers, KTAP, scenario results and
+//! kernel splats.
+
+use std::collections::BTreeMap;
+
+/// Headlines of kernel splats. Any line containing one of these fails a run
+/// unless its suite declared it with `expect_splat`.
+pub const SPLAT_SIGNATURES: &[(&str, &str)] = &[
+    ("BUG:", "bug"),
+    ("kernel BUG at", "bug"),
+    ("Oops:", "oops"),
+    ("general protection fault", "oops"),
+    ("WARNING:", "warning"),
+    ("KASAN:", "kasan"),
+    ("UBSAN:", "ubsan"),
+    ("possible circular locking dependency", "lockdep"),
+    ("possible recursive locking", "lockdep"),
+    ("inconsistent lock state", "lockdep"),
+    ("lock held when returning to user space", "lockdep"),
+    ("suspicious RCU usage", "lockdep"),
+    ("unreferenced object 0x", "kmemleak"),
+    ("blocked for more than", "hung_task"),
+    ("soft lockup", "soft_lockup"),
+    ("hard LOCKUP", "hard_lockup"),
+    ("rcu_preempt detected stalls", "rcu_stall"),
+    ("rcu_sched detected stalls", "rcu_stall"),
+    ("self-detected stall on CPU", "rcu_stall"),
+    ("Kernel panic", "panic"),
+    ("DMA-API: ", "dma_api"),
+    ("list_add corruption", "list_debug"),
+    ("list_del corruption", "list_debug"),
+];
+
+/// Lines printed by the test bed itself; never counted as splats, whatever
+/// they quote.
+const HARNESS_PREFIXES: &[&str] = &["SCENARIO-RESULT ", "PEERMEM-", "SCENARIO-LOG "];
+
+/// One kernel splat line found in the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Splat {
+    /// 1-based line number in the log.
+    pub line_no: usize,
+    /// Category from [`SPLAT_SIGNATURES`].
+    pub kind: &'static str,
+    /// The line, timestamps removed.
+    pub text: String,
+}
+
+/// What a KUnit suite reported.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KunitReport {
+    /// Cases that said `ok`.
+    pub passed: Vec<String>,
+    /// Cases that said `not ok`.
+    pub failed: Vec<String>,
+    /// Cases that said `ok ... # SKIP`.
+    pub skipped: Vec<String>,
+    /// The guest said the suite's results were missing.
+    pub missing: bool,
+}
+
+/// A scenario's one result line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioReport {
+    /// `pass` or anything else (a failure).
+    pub passed: bool,
+    /// The `key=value` figures that followed.
+    pub figures: BTreeMap<String, String>,
+    /// How many result lines this id printed (more than one is a failure).
+    pub count: usize,
+}
+
+/// Everything the verdict needs from one log.
+#[derive(Debug, Clone, Default)]
+pub struct LogFacts {
+    /// Suite names whose `PEERMEM-SUITE-DONE` marker was seen.
+    pub done: Vec<String>,
+    /// KUnit reports by suite name.
+    pub kunit: BTreeMap<String, KunitReport>,
+    /// Scenario reports by id.
+    pub scenarios: BTreeMap<String, ScenarioReport>,
+    /// Every splat line.
+    pub splats: Vec<Splat>,
+}
+
+/// Removes a leading printk timestamp (`[   12.345678] `) and CRs.
+pub fn clean_line(raw: &str) -> &str {
+    let line = raw.trim_end_matches(['\r', '\n']);
+    let trimmed = line.trim_start();
+    if let Some(rest) = trimmed.strip_prefix('[') {
+        if let Some(end) = rest.find(']') {
+            let stamp = &rest[..end];
+            if !stamp.is_empty() && stamp.trim().chars().all(|c| c.is_ascii_digit() || c == '.') {
+                return rest[end + 1..].strip_prefix(' ').unwrap_or(&rest[end + 1..]);
+            }
+        }
+    }
+    line
+}
+
+fn splat_kind(line: &str) -> Option<&'static str> {
+    if HARNESS_PREFIXES.iter().any(|p| line.starts_with(p)) {
+        return None;
+    }
+    SPLAT_SIGNATURES
+        .iter()
+        .find(|(sig, _)| line.contains(sig))
+        .map(|(_, kind)| *kind)
+}
+
+/// Parses a KTAP case line (`ok 1 name`, `not ok 2 name`, `ok 3 name # SKIP`).
+fn ktap_case(line: &str) -> Option<(bool, bool, String)> {
+    let t = line.trim_start();
+    let (ok, rest) = if let Some(r) = t.strip_prefix("not ok ") {
+        (false, r)
+    } else if let Some(r) = t.strip_prefix("ok ") {
+        (true, r)
+    } else {
+        return None;
+    };
+    let mut parts = rest.splitn(2, ' ');
+    parts.next()?.parse::<u32>().ok()?;
+    let name_part = parts.next().unwrap_or("").trim();
+    let skip = name_part.contains("# SKIP");
+    let name = name_part
+        .split(" #")
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("- ")
+        .trim()
+        .to_string();
+    Some((ok, skip, name))
+}
+
+/// Reads a whole log.
+pub fn analyse(text: &str) -> LogFacts {
+    let mut facts = LogFacts::default();
+    let mut in_kunit: Option<String> = None;
+    for (idx, raw) in text.lines().enumerate() {
+        let line = clean_line(raw);
+        if let Some(kind) = splat_kind(line) {
+            facts.splats.push(Splat {
+                line_no: idx + 1,
+                kind,
+                text: line.to_string(),
+            });
+        }
+        if let Some(pos) = line.find("SCENARIO-RESULT ") {
+            let body = &line[pos + "SCENARIO-RESULT ".len()..];
+            // `reason=` takes the rest of the line, spaces included.
+            let (body, reason) = match body.find(" reason=") {
+                Some(r) => (&body[..r], Some(body[r + " reason=".len()..].trim())),
+                None => (body, None),
+            };
+            let mut it = body.split_whitespace();
+            if let (Some(id), Some(result)) = (it.next(), it.next()) {
+                let mut figures: BTreeMap<String, String> = it
+                    .filter_map(|kv| kv.split_once('='))
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                if let Some(reason) = reason {
+                    figures.insert("reason".into(), reason.to_string());
+                }
+                let entry = facts
+                    .scenarios
+                    .entry(id.to_string())
+                    .or_insert(ScenarioReport {
+                        passed: true,
+                        figures: BTreeMap::new(),
+                        count: 0,
+                    });
+                entry.count += 1;
+                entry.passed &= result == "pass";
+                entry.figures = figures;
+            }
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("PEERMEM-SUITE-DONE ") {
+            facts.done.push(rest.trim().to_string());
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("PEERMEM-KUNIT-BEGIN ") {
+            let suite = rest.trim().to_string();
+            facts.kunit.entry(suite.clone()).or_default();
+            in_kunit = Some(suite);
+            continue;
+        }
+        if line.starts_with("PEERMEM-KUNIT-END ") {
+            in_kunit = None;
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("PEERMEM-KUNIT-MISSING ") {
+            facts.kunit.entry(rest.trim().to_string()).or_default().missing = true;
+            continue;
+        }
+        if let Some(suite) = &in_kunit {
+            if let Some((ok, skip, name)) = ktap_case(line) {
+                // The suite's own closing line names the suite: not a case.
+                if name == *suite {
+                    if !ok {
+                        facts.kunit.entry(suite.clone()).or_default().failed.push(name);
+                    }
+                    continue;
+                }
+                let report = facts.kunit.entry(suite.clone()).or_default();
+                match (ok, skip) {
+                    (false, _) => report.failed.push(name),
+                    (true, true) => report.skipped.push(name),
+                    (true, false) => report.passed.push(name),
+                }
+            }
+        }
+    }
+    facts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_timestamps() {
+        assert_eq!(clean_line("[    1.234567] hello\r"), "hello");
+        assert_eq!(clean_line("[abc] x"), "[abc] x");
+        assert_eq!(clean_line("plain"), "plain");
+    }
+
+    #[test]
+    fn finds_every_kind_of_splat() {
+        let log = "\
+[    1.0] WARNING: CPU: 0 PID: 1 at x.c:1 f+0x1/0x2
+[    1.1] BUG: KASAN: slab-use-after-free in f+0x1/0x2
+[    1.2] WARNING: possible circular locking dependency detected
+unreferenced object 0xffff888001234567 (size 64):
+[    2.0] INFO: task a:1 blocked for more than 30 seconds.
+[    2.1] watchdog: BUG: soft lockup - CPU#0 stuck for 22s!
+[    2.2] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:
+[    2.3] Oops: general protection fault, probably for non-canonical address
+SCENARIO-RESULT quoted pass note=WARNING:
+";
+        let facts = analyse(log);
+        let kinds: Vec<_> = facts.splats.iter().map(|s| s.kind).collect();
+        assert_eq!(
+            kinds,
+            vec!["warning", "bug", "warning", "kmemleak", "hung_task", "bug", "rcu_stall", "oops"]
+        );
+        assert!(facts.scenarios["quoted"].passed);
+    }
+
+    #[test]
+    fn reads_ktap_between_markers() {
+        let log = "\
+PEERMEM-KUNIT-BEGIN s
+KTAP version 1
+# Subtest: s
+1..3
+    ok 1 a
+    not ok 2 b
+    ok 3 c # SKIP not here
+# s: pass:1 fail:1 skip:1 total:3
+not ok 1 s
+PEERMEM-KUNIT-END s
+ok 1 outside
+PEERMEM-KUNIT-MISSING t
+";
+        let facts = analyse(log);
+        let s = &facts.kunit["s"];
+        assert_eq!(s.passed, vec!["a"]);
+        assert_eq!(s.failed, vec!["b", "s"]);
+        assert_eq!(s.skipped, vec!["c"]);
+        assert!(facts.kunit["t"].missing);
+    }
+
+    #[test]
+    fn scenario_lines_with_figures_and_noise() {
+        let log = "junk SCENARIO-RESULT a[x=1] pass ops=10 leaks=0\n\
+                   SCENARIO-RESULT b fail x=1 reason=it went boom\n\
+                   SCENARIO-RESULT c pass\nSCENARIO-RESULT c pass\n\
+                   PEERMEM-SUITE-DONE demo\n";
+        let facts = analyse(log);
+        assert!(facts.scenarios["a[x=1]"].passed);
+        assert_eq!(facts.scenarios["a[x=1]"].figures["ops"], "10");
+        assert!(!facts.scenarios["b"].passed);
+        assert_eq!(facts.scenarios["b"].figures["reason"], "it went boom");
+        assert_eq!(facts.scenarios["b"].figures["x"], "1");
+        assert_eq!(facts.scenarios["c"].count, 2);
+        assert_eq!(facts.done, vec!["demo"]);
+    }
+}

@@ -1,0 +1,109 @@
+//! `vm-verdict`: the host side of the nvidia-peermem-rs VM test bed.
+//!
+//! - `vm-verdict check --suite FILE --log FILE [--timed-out] [--json OUT]`
+//!   judges one VM boot; exit 0 only if every test passed.
+//! - `vm-verdict suite-field --suite FILE FIELD` prints `iommu`, `timeout`
+//!   or `memory` for the runner script.
+//! - `vm-verdict summary [--cargo-log FILE] VERDICT.json...` prints the
+//!   table and the closing `N passed, N failed` line; exit 0 only if green.
+
+mod log;
+mod suite;
+mod summary;
+mod verdict;
+
+use std::path::Path;
+use std::process::ExitCode;
+
+fn read(path: &str) -> Result<String, String> {
+    std::fs::read(path)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .map_err(|e| format!("cannot read {path}: {e}"))
+}
+
+fn load_suite(path: &str) -> Result<suite::Suite, String> {
+    let name = Path::new(path)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .ok_or_else(|| format!("bad suite path {path}"))?;
+    suite::Suite::parse(name, &read(path)?).map_err(|e| format!("{path}: {e}"))
+}
+
+fn opt(args: &[String], flag: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn check(args: &[String]) -> Result<bool, String> {
+    let suite_path = opt(args, "--suite").ok_or("check: --suite FILE is required")?;
+    let log_path = opt(args, "--log").ok_or("check: --log FILE is required")?;
+    let timed_out = args.iter().any(|a| a == "--timed-out");
+    let suite = load_suite(&suite_path)?;
+    let facts = log::analyse(&read(&log_path)?);
+    let v = verdict::judge(&suite, &facts, timed_out);
+    let mut out = String::new();
+    let (passed, failed) = summary::render(std::slice::from_ref(&v), &mut out);
+    print!("{out}");
+    println!("suite {}: {passed} passed, {failed} failed (log: {log_path})", suite.name);
+    if let Some(json) = opt(args, "--json") {
+        let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
+        std::fs::write(&json, text).map_err(|e| format!("cannot write {json}: {e}"))?;
+    }
+    Ok(failed == 0)
+}
+
+fn suite_field(args: &[String]) -> Result<bool, String> {
+    let suite = load_suite(&opt(args, "--suite").ok_or("suite-field: --suite FILE is required")?)?;
+    match args.last().map(String::as_str) {
+        Some("iommu") => println!("{}", if suite.iommu { "on" } else { "off" }),
+        Some("timeout") => println!("{}", suite.timeout_s),
+        Some("memory") => println!("{}", suite.memory_mib),
+        other => return Err(format!("suite-field: unknown field {other:?}")),
+    }
+    Ok(true)
+}
+
+fn summary_cmd(args: &[String]) -> Result<bool, String> {
+    let mut verdicts = Vec::new();
+    let mut host = (0, 0);
+    let mut i = 0;
+    while i < args.len() {
+        if args[i] == "--cargo-log" {
+            let path = args.get(i + 1).ok_or("--cargo-log needs a file")?;
+            host = summary::cargo_counts(&read(path)?);
+            i += 2;
+            continue;
+        }
+        let v: verdict::SuiteVerdict = serde_json::from_str(&read(&args[i])?)
+            .map_err(|e| format!("{}: not a verdict: {e}", args[i]))?;
+        verdicts.push(v);
+        i += 1;
+    }
+    let mut out = String::new();
+    let (vm_passed, vm_failed) = summary::render(&verdicts, &mut out);
+    print!("{out}");
+    println!("host tests (cargo): {} passed, {} failed", host.0, host.1);
+    println!("VM tests: {vm_passed} passed, {vm_failed} failed");
+    let (p, f) = (host.0 + vm_passed, host.1 + vm_failed);
+    println!("{p} passed, {f} failed");
+    Ok(f == 0 && p > 0)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("check") => check(&args[1..]),
+        Some("suite-field") => suite_field(&args[1..]),
+        Some("summary") => summary_cmd(&args[1..]),
+        _ => Err("usage: vm-verdict check|suite-field|summary ... (see src/main.rs)".into()),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("vm-verdict: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

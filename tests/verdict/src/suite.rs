@@ -1,0 +1,179 @@
+//! Suite files: what one VM boot must load, run and show.
+//!
+//! The format is documented in `tests/vm/README.md`.
+
+use std::fmt;
+
+/// An expected kernel splat of a suite that is meant to provoke one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectedSplat {
+    /// Free-form kind (`lockdep`, `warn`, ...), used in reports only.
+    pub kind: String,
+    /// Substring that identifies the splat's headline in the log.
+    pub pattern: String,
+}
+
+/// One parsed suite file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Suite {
+    /// Suite name (the file stem).
+    pub name: String,
+    /// Intel IOMMU in translation mode.
+    pub iommu: bool,
+    /// Seconds before the host kills the VM.
+    pub timeout_s: u64,
+    /// Guest memory in MiB.
+    pub memory_mib: u64,
+    /// KUnit suites that must report `ok`: (module file, suite name).
+    pub kunit: Vec<(String, String)>,
+    /// Scenario ids that must report `pass`.
+    pub scenarios: Vec<String>,
+    /// Splats this boot must show; any other splat fails it.
+    pub expected_splats: Vec<ExpectedSplat>,
+}
+
+/// A line of a suite file that could not be understood.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SuiteError {
+    /// 1-based line number.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for SuiteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+/// The id a scenario reports under: its name, then its arguments in
+/// brackets joined with `,` (`dma[generation=modern,peerdirect_support=0]`).
+pub fn scenario_id(name: &str, args: &[&str]) -> String {
+    if args.is_empty() {
+        name.to_string()
+    } else {
+        format!("{}[{}]", name, args.join(","))
+    }
+}
+
+/// Splits a directive line into words, honouring double quotes.
+fn words(line: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_quotes = false;
+    let mut have_word = false;
+    for c in line.chars() {
+        match c {
+            '"' => {
+                in_quotes = !in_quotes;
+                have_word = true;
+            }
+            c if c.is_whitespace() && !in_quotes => {
+                if have_word {
+                    out.push(std::mem::take(&mut cur));
+                    have_word = false;
+                }
+            }
+            c => {
+                cur.push(c);
+                have_word = true;
+            }
+        }
+    }
+    if in_quotes {
+        return Err("unterminated quote".into());
+    }
+    if have_word {
+        out.push(cur);
+    }
+    Ok(out)
+}
+
+impl Suite {
+    /// Parses a suite file's text.
+    pub fn parse(name: &str, text: &str) -> Result<Suite, SuiteError> {
+        let mut suite = Suite {
+            name: name.to_string(),
+            timeout_s: 300,
+            memory_mib: 1024,
+            ..Suite::default()
+        };
+        for (idx, raw) in text.lines().enumerate() {
+            let line_no = idx + 1;
+            let err = |message: String| SuiteError {
+                line: line_no,
+                message,
+            };
+            let content = raw.split('#').next().unwrap_or("").trim();
+            // A '#' inside quotes would be cut by the split above; patterns
+            // with '#' are not supported and none are needed.
+            if content.is_empty() {
+                continue;
+            }
+            let w = words(content).map_err(err)?;
+            let args: Vec<&str> = w[1..].iter().map(String::as_str).collect();
+            match (w[0].as_str(), args.as_slice()) {
+                ("iommu", ["on"]) => suite.iommu = true,
+                ("iommu", ["off"]) => suite.iommu = false,
+                ("timeout", [n]) => {
+                    suite.timeout_s = n
+                        .parse()
+                        .map_err(|_| err(format!("timeout: '{n}' is not a number of seconds")))?
+                }
+                ("memory", [n]) => {
+                    suite.memory_mib = n
+                        .parse()
+                        .map_err(|_| err(format!("memory: '{n}' is not a number of MiB")))?
+                }
+                ("kunit", [module, name]) => {
+                    suite.kunit.push((module.to_string(), name.to_string()))
+                }
+                ("scenario", [name, rest @ ..]) => suite.scenarios.push(scenario_id(name, rest)),
+                ("expect_splat", [kind, pattern]) => suite.expected_splats.push(ExpectedSplat {
+                    kind: kind.to_string(),
+                    pattern: pattern.to_string(),
+                }),
+                ("scenario_timeout" | "cmdline" | "extra", _) => {}
+                (d, _) => return Err(err(format!("unknown or malformed directive '{d}'"))),
+            }
+        }
+        if suite.kunit.is_empty() && suite.scenarios.is_empty() {
+            return Err(SuiteError {
+                line: 0,
+                message: "suite runs no test (no kunit or scenario line)".into(),
+            });
+        }
+        Ok(suite)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_directive() {
+        let s = Suite::parse(
+            "x",
+            "# c\niommu on\ntimeout 60\nmemory 512\nkunit a.ko suite_a\n\
+             scenario one\nscenario two k=v z=1 # trailing\n\
+             expect_splat lockdep \"possible circular locking\"\n",
+        )
+        .unwrap();
+        assert!(s.iommu);
+        assert_eq!(s.timeout_s, 60);
+        assert_eq!(s.memory_mib, 512);
+        assert_eq!(s.kunit, vec![("a.ko".into(), "suite_a".into())]);
+        assert_eq!(s.scenarios, vec!["one", "two[k=v,z=1]"]);
+        assert_eq!(s.expected_splats[0].pattern, "possible circular locking");
+    }
+
+    #[test]
+    fn rejects_unknown_directive_and_empty_suite() {
+        assert_eq!(Suite::parse("x", "bogus 1\n").unwrap_err().line, 1);
+        assert!(Suite::parse("x", "iommu on\n").is_err());
+        assert!(Suite::parse("x", "timeout soon\nscenario a\n").is_err());
+        assert!(Suite::parse("x", "expect_splat a \"open\nscenario a\n").is_err());
+    }
+}

@@ -1,0 +1,97 @@
+#!/bin/sh
+# /init of the nvidia-peermem-rs test VM: runs the suite named on the kernel
+# command line (peermem.suite=NAME), then powers off. Everything it prints
+# goes to the serial console, which the host keeps as the suite's log.
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mount -t debugfs debugfs /sys/kernel/debug
+mount -t tmpfs tmpfs /tmp
+mkdir -p /var/run
+
+suite=$(sed -n 's/.*peermem\.suite=\([^ ]*\).*/\1/p' /proc/cmdline)
+file=/suites/$suite.suite
+scenario_timeout=600
+depmod 2>/dev/null
+
+finish() {
+	# Every object allocated by a test and never freed shows up here as
+	# "unreferenced object", which the host's verdict counts as a splat.
+	if [ -w /sys/kernel/debug/kmemleak ]; then
+		sleep 6
+		echo scan > /sys/kernel/debug/kmemleak
+		echo scan > /sys/kernel/debug/kmemleak
+		cat /sys/kernel/debug/kmemleak
+	fi
+	echo "PEERMEM-SUITE-DONE $suite"
+	sync
+	reboot -f
+}
+
+run_kunit() {
+	ko=$1
+	name=$2
+	path=$(find /lib/modules -name "$ko" | head -n 1)
+	if [ -z "$path" ] || ! insmod "$path"; then
+		echo "PEERMEM-KUNIT-MISSING $name"
+		echo "PEERMEM-NOTE kunit module $ko could not be loaded"
+		return
+	fi
+	results=/sys/kernel/debug/kunit/$name/results
+	if [ -r "$results" ]; then
+		echo "PEERMEM-KUNIT-BEGIN $name"
+		cat "$results"
+		echo "PEERMEM-KUNIT-END $name"
+	else
+		echo "PEERMEM-KUNIT-MISSING $name"
+	fi
+	rmmod "${ko%.ko}"
+}
+
+run_scenario() {
+	name=$1
+	shift
+	id=$name
+	if [ $# -gt 0 ]; then
+		id="$name[$(echo "$*" | tr ' ' ',')]"
+	fi
+	export SCENARIO_ID="$id"
+	echo "PEERMEM-SCENARIO-BEGIN $id"
+	if [ ! -f "/scenarios/$name.sh" ]; then
+		echo "SCENARIO-RESULT $id fail reason=no-such-scenario-script"
+		return
+	fi
+	timeout "$scenario_timeout" sh "/scenarios/$name.sh" "$@" </dev/null
+	echo "PEERMEM-SCENARIO-END $id rc=$?"
+}
+
+echo "PEERMEM-SUITE-START $suite"
+if [ ! -r "$file" ]; then
+	echo "PEERMEM-NOTE no suite file $file"
+	finish
+fi
+
+# Leaks from boot are not ours: mark everything known so far as seen.
+if [ -w /sys/kernel/debug/kmemleak ]; then
+	echo scan > /sys/kernel/debug/kmemleak
+	echo clear > /sys/kernel/debug/kmemleak
+fi
+
+while read -r directive rest; do
+	case "$directive" in
+	kunit)
+		# shellcheck disable=SC2086
+		run_kunit $rest </dev/null ;;
+	scenario)
+		# shellcheck disable=SC2086
+		run_scenario $rest ;;
+	scenario_timeout)
+		scenario_timeout=${rest%%#*} ;;
+	esac
+done <<EOS
+$(sed -e 's/#.*//' "$file")
+EOS
+
+finish

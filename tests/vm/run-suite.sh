@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Boot one suite in QEMU and judge it.
+#   run-suite.sh SUITE_FILE INITRAMFS KDIR RESULTS_DIR
+# Writes RESULTS_DIR/<suite>/console.log and verdict.json; exit 0 = green.
+set -uo pipefail
+suite_file=$1
+initramfs=$2
+kdir=$3
+results=$4
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+verdict="$repo/target/release/vm-verdict"
+name=$(basename "$suite_file" .suite)
+dir="$results/$name"
+mkdir -p "$dir"
+log="$dir/console.log"
+
+iommu=$("$verdict" suite-field --suite "$suite_file" iommu) || exit 2
+timeout_s=$("$verdict" suite-field --suite "$suite_file" timeout) || exit 2
+memory=$("$verdict" suite-field --suite "$suite_file" memory) || exit 2
+extra_cmdline=$(sed -n 's/^cmdline[[:space:]]\+//p' "$suite_file" | tr '\n' ' ')
+
+cmdline="console=ttyS0,115200 panic=-1 loglevel=7 peermem.suite=$name kasan_multi_shot"
+cmdline="$cmdline hung_task_panic=0 kmemleak=on $extra_cmdline"
+qemu=(qemu-system-x86_64 -machine q35 -accel tcg -cpu max -smp 2 -m "$memory"
+	-display none -monitor none -no-reboot -serial "file:$log"
+	-kernel "$kdir/arch/x86/boot/bzImage" -initrd "$initramfs")
+if [ "$iommu" = on ]; then
+	qemu+=(-device intel-iommu)
+	cmdline="$cmdline intel_iommu=on iommu.passthrough=0 iommu.strict=1"
+else
+	cmdline="$cmdline intel_iommu=off"
+fi
+qemu+=(-device "edu,dma_mask=0xffffffffffffffff" -append "$cmdline")
+
+echo "suite $name: booting (iommu $iommu, timeout ${timeout_s}s)" >&2
+start=$(date +%s)
+timeout -k 10 "$timeout_s" "${qemu[@]}" </dev/null
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+timed_out=()
+if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+	timed_out=(--timed-out)
+	echo "suite $name: TIMEOUT after ${timeout_s}s" >&2
+fi
+echo "suite $name: VM ran ${elapsed}s (qemu exit $rc)" >&2
+"$verdict" check --suite "$suite_file" --log "$log" --json "$dir/verdict.json" "${timed_out[@]}"
