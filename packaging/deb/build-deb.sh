@@ -1,0 +1,53 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# build-deb.sh ROOT OUT.deb NAME VERSION DEB_VERSION MAINTAINER
+#
+# Turns a staged `make install` tree (ROOT, installed with PREFIX=/usr) into
+# the Debian package NAME-dkms of the DKMS source: adds DEBIAN/ (control,
+# maintainer scripts, conffiles, md5sums), the copyright and changelog, and
+# runs dpkg-deb. Needs only dpkg-deb, gzip and md5sum.
+set -eu
+
+root=$1 out=$2 name=$3 version=$4 debversion=$5 maintainer=$6
+here=$(cd "$(dirname "$0")" && pwd)
+pkg="$name-dkms"
+doc="$root/usr/share/doc/$pkg"
+
+[ -d "$root/usr/src/$name-$version" ] || {
+	echo "build-deb: $root/usr/src/$name-$version missing (run make install DESTDIR=$root first)" >&2
+	exit 1
+}
+
+install -d -m 0755 "$root/DEBIAN" "$doc"
+install -m 0644 "$here/copyright" "$doc/copyright"
+# changelog.Debian: the version and date of this build.
+date=$(date -R -d "@${SOURCE_DATE_EPOCH:-$(date +%s)}")
+sed -e "s/@NAME@/$pkg/g" -e "s/@VERSION@/$debversion/g" \
+	-e "s/@MAINTAINER@/$maintainer/g" -e "s/@DATE@/$date/g" \
+	"$here/changelog.in" | gzip -9n > "$doc/changelog.Debian.gz"
+chmod 0644 "$doc/changelog.Debian.gz"
+
+for s in postinst prerm postrm; do
+	sed -e "s/@NAME@/$name/g" -e "s/@VERSION@/$version/g" "$here/$s.in" > "$root/DEBIAN/$s"
+	chmod 0755 "$root/DEBIAN/$s"
+done
+
+# Files in /etc are the administrator's: keep their edits on upgrade.
+(cd "$root" && find etc -type f | sort | sed 's|^|/|') > "$root/DEBIAN/conffiles"
+chmod 0644 "$root/DEBIAN/conffiles"
+
+(cd "$root" && find . -path ./DEBIAN -prune -o -type f -print | sed 's|^\./||' |
+	LC_ALL=C sort | xargs md5sum) > "$root/DEBIAN/md5sums"
+chmod 0644 "$root/DEBIAN/md5sums"
+
+size=$(du -k -s --exclude=DEBIAN "$root" | cut -f1)
+sed -e "s/@PACKAGE@/$pkg/g" -e "s/@VERSION@/$debversion/g" \
+	-e "s/@MAINTAINER@/$maintainer/g" -e "s/@SIZE@/$size/g" \
+	"$here/control.in" > "$root/DEBIAN/control"
+chmod 0644 "$root/DEBIAN/control"
+
+# Directories 0755, files 0644 except the executables, owned by root.
+find "$root" -type d -exec chmod 0755 {} +
+mkdir -p "$(dirname "$out")"
+dpkg-deb --root-owner-group -Zxz --build "$root" "$out"

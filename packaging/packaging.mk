@@ -1,0 +1,153 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Packaging of nvidia-peermem-rs: DKMS source tree, modprobe.d, systemd unit,
+# make install/uninstall, Debian package. Included by the top-level Makefile;
+# also usable alone: make -f packaging/packaging.mk <target>.
+#
+#   make install [DESTDIR=...] [PREFIX=/usr/local]   files below, no build
+#   make uninstall [DESTDIR=...] [PREFIX=...]        removes exactly those
+#   make dkms-install [KVER=<kernel>]                install + dkms add/build/install
+#   make dkms-remove                                 dkms remove --all + uninstall
+#   make dkms-source                                 stage the DKMS tree only
+#   make deb                                         build/packaging/*.deb
+#   make packaging-test                              all of it, host untouched
+#
+# Installed (DESTDIR prefixed):
+#   $(USRSRCDIR)/nvidia-peermem-rs-<ver>/   dkms.conf Makefile Kbuild kmod/ ffi/
+#   $(MODPROBEDIR)/nvidia-peermem-rs.conf
+#   $(PEERMEM_CONFDIR)/build.conf           build overrides (commented)
+#   $(LIBEXECDIR)/nvidia-peermem-rs-guard
+#   $(SYSTEMDUNITDIR)/nvidia-peermem-rs.service
+#   $(DOCDIR)/README.md
+
+PKG_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
+PKG_ROOT := $(abspath $(PKG_DIR)/..)
+PKG_SRC := $(abspath $(PKG_DIR))
+PKG_NAME := nvidia-peermem-rs
+# One version, in dkms.conf.
+PKG_VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' $(PKG_SRC)/dkms/dkms.conf)
+PKG_OUT ?= $(PKG_ROOT)/build/packaging
+
+DESTDIR ?=
+PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
+USRSRCDIR ?= /usr/src
+MODPROBEDIR ?= $(SYSCONFDIR)/modprobe.d
+PEERMEM_CONFDIR ?= $(SYSCONFDIR)/$(PKG_NAME)
+LIBEXECDIR ?= $(PREFIX)/libexec/$(PKG_NAME)
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+DOCDIR ?= $(PREFIX)/share/doc/$(PKG_NAME)
+KVER ?= $(shell uname -r)
+DKMS ?= dkms
+
+PKG_SRCTREE := $(USRSRCDIR)/$(PKG_NAME)-$(PKG_VERSION)
+
+# The module sources that go into the DKMS tree: Kbuild, kmod/ and ffi/ as
+# git sees them (tracked, or new and not ignored: never build products).
+PKG_MODULE_FILES = $(shell cd $(PKG_ROOT) && \
+	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+		git ls-files --cached --others --exclude-standard -- Kbuild kmod ffi; \
+	else find Kbuild kmod ffi -type f; fi | sort -u | while read -r f; do test -f "$$f" && echo "$$f"; done)
+
+.PHONY: dkms-source install uninstall dkms-install dkms-remove deb packaging-test \
+	packaging-print-files
+
+# --- the DKMS source tree ----------------------------------------------------
+# Staged into $(PKG_OUT)/dkms/$(PKG_NAME)-$(PKG_VERSION), exactly:
+# dkms.conf, Makefile (packaging/dkms/Makefile), Kbuild, kmod/, ffi/.
+PKG_STAGE := $(PKG_OUT)/dkms/$(PKG_NAME)-$(PKG_VERSION)
+
+dkms-source:
+	@test -f $(PKG_ROOT)/Kbuild && test -d $(PKG_ROOT)/kmod || \
+		{ echo "packaging: error: $(PKG_ROOT)/Kbuild or kmod/ missing: no module sources to package" >&2; exit 1; }
+	@test -n "$(PKG_VERSION)" || { echo "packaging: error: no PACKAGE_VERSION in dkms.conf" >&2; exit 1; }
+	rm -rf $(PKG_STAGE)
+	mkdir -p $(PKG_STAGE)
+	install -m 0644 $(PKG_SRC)/dkms/dkms.conf $(PKG_STAGE)/dkms.conf
+	install -m 0644 $(PKG_SRC)/dkms/Makefile $(PKG_STAGE)/Makefile
+	cd $(PKG_ROOT) && for f in $(PKG_MODULE_FILES); do \
+		install -D -m 0644 "$$f" "$(PKG_STAGE)/$$f" || exit 1; done
+	@echo "packaging: DKMS source tree staged in $(PKG_STAGE)"
+
+# The relative paths `make install` puts under DESTDIR, one per line.
+packaging-print-files:
+	@{ for f in dkms.conf Makefile $(PKG_MODULE_FILES); do echo "$(PKG_SRCTREE)/$$f"; done; \
+	echo "$(MODPROBEDIR)/$(PKG_NAME).conf"; \
+	echo "$(PEERMEM_CONFDIR)/build.conf"; \
+	echo "$(LIBEXECDIR)/$(PKG_NAME)-guard"; \
+	echo "$(SYSTEMDUNITDIR)/$(PKG_NAME).service"; \
+	echo "$(DOCDIR)/README.md"; } | sed 's|^/||' | sort
+
+# --- make install / uninstall --------------------------------------------------
+# Paths inside the shipped files follow the chosen directories.
+PKG_SUBST = sed -e 's|/usr/libexec/$(PKG_NAME)|$(LIBEXECDIR)|g' \
+	-e 's|/usr/share/doc/$(PKG_NAME)/|$(DOCDIR)/|g' \
+	-e 's|/etc/$(PKG_NAME)/build.conf|$(PEERMEM_CONFDIR)/build.conf|g'
+
+install: dkms-source
+	rm -rf $(DESTDIR)$(PKG_SRCTREE)
+	mkdir -p $(DESTDIR)$(USRSRCDIR)
+	cp -R $(PKG_STAGE) $(DESTDIR)$(PKG_SRCTREE)
+	$(PKG_SUBST) $(PKG_SRC)/dkms/Makefile > $(DESTDIR)$(PKG_SRCTREE)/Makefile
+	install -d $(DESTDIR)$(MODPROBEDIR) $(DESTDIR)$(PEERMEM_CONFDIR) $(DESTDIR)$(LIBEXECDIR) \
+		$(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(DOCDIR)
+	$(PKG_SUBST) $(PKG_SRC)/modprobe.d/$(PKG_NAME).conf > $(DESTDIR)$(MODPROBEDIR)/$(PKG_NAME).conf
+	chmod 0644 $(DESTDIR)$(MODPROBEDIR)/$(PKG_NAME).conf
+	install -m 0644 $(PKG_SRC)/build.conf $(DESTDIR)$(PEERMEM_CONFDIR)/build.conf
+	install -m 0755 $(PKG_SRC)/libexec/$(PKG_NAME)-guard $(DESTDIR)$(LIBEXECDIR)/$(PKG_NAME)-guard
+	$(PKG_SUBST) $(PKG_SRC)/systemd/$(PKG_NAME).service > $(DESTDIR)$(SYSTEMDUNITDIR)/$(PKG_NAME).service
+	chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$(PKG_NAME).service
+	install -m 0644 $(PKG_SRC)/README.md $(DESTDIR)$(DOCDIR)/README.md
+
+uninstall:
+	rm -rf $(DESTDIR)$(PKG_SRCTREE)
+	rm -f $(DESTDIR)$(MODPROBEDIR)/$(PKG_NAME).conf \
+		$(DESTDIR)$(PEERMEM_CONFDIR)/build.conf \
+		$(DESTDIR)$(LIBEXECDIR)/$(PKG_NAME)-guard \
+		$(DESTDIR)$(SYSTEMDUNITDIR)/$(PKG_NAME).service \
+		$(DESTDIR)$(DOCDIR)/README.md
+	-rmdir $(DESTDIR)$(PEERMEM_CONFDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(DOCDIR) 2>/dev/null
+
+# --- DKMS on this machine ------------------------------------------------------
+dkms-install:
+	@test -z "$(DESTDIR)" || { echo "packaging: error: dkms-install works on this machine, not DESTDIR" >&2; exit 1; }
+	$(MAKE) -f $(PKG_SRC)/packaging.mk install DESTDIR=
+	if $(DKMS) status -m $(PKG_NAME) -v $(PKG_VERSION) | grep -q .; then \
+		$(DKMS) remove -m $(PKG_NAME) -v $(PKG_VERSION) --all; fi
+	$(DKMS) add -m $(PKG_NAME) -v $(PKG_VERSION)
+	$(DKMS) build -m $(PKG_NAME) -v $(PKG_VERSION) -k $(KVER) || { rc=$$?; \
+		if [ $$rc = 77 ]; then echo "packaging: kernel $(KVER) has no CONFIG_RUST=y: \
+		$(PKG_NAME) stays registered with DKMS and builds for Rust-enabled kernels only" >&2; \
+		else echo "packaging: dkms build failed: see /var/lib/dkms/$(PKG_NAME)/$(PKG_VERSION)/build/make.log" >&2; fi; \
+		exit $$rc; }
+	$(DKMS) install -m $(PKG_NAME) -v $(PKG_VERSION) -k $(KVER)
+	-if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+	@echo "packaging: installed. Load now with 'modprobe nvidia_peermem_rs';" \
+		"load at boot with 'systemctl enable --now $(PKG_NAME).service'."
+
+dkms-remove:
+	@test -z "$(DESTDIR)" || { echo "packaging: error: dkms-remove works on this machine, not DESTDIR" >&2; exit 1; }
+	if $(DKMS) status -m $(PKG_NAME) -v $(PKG_VERSION) | grep -q .; then \
+		$(DKMS) remove -m $(PKG_NAME) -v $(PKG_VERSION) --all; fi
+	$(MAKE) -f $(PKG_SRC)/packaging.mk uninstall DESTDIR=
+	-if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+
+# --- Debian package of the DKMS source -------------------------------------
+PKG_DEB_NAME := $(PKG_NAME)-dkms
+PKG_DEB_VERSION := $(PKG_VERSION)-1
+PKG_DEB_MAINTAINER ?= nvidia-peermem-rs maintainers <maintainers@nvidia-peermem-rs.example>
+PKG_DEB := $(PKG_OUT)/$(PKG_DEB_NAME)_$(PKG_DEB_VERSION)_all.deb
+
+PKG_DEB_ROOT := $(PKG_OUT)/deb-root
+
+deb:
+	rm -rf $(PKG_DEB_ROOT)
+	$(MAKE) -f $(PKG_SRC)/packaging.mk install DESTDIR=$(PKG_DEB_ROOT) PREFIX=/usr \
+		SYSCONFDIR=/etc USRSRCDIR=/usr/src LIBEXECDIR=/usr/libexec/$(PKG_NAME) \
+		SYSTEMDUNITDIR=/lib/systemd/system DOCDIR=/usr/share/doc/$(PKG_DEB_NAME)
+	$(PKG_SRC)/deb/build-deb.sh $(PKG_DEB_ROOT) $(PKG_DEB) $(PKG_NAME) $(PKG_VERSION) \
+		$(PKG_DEB_VERSION) "$(PKG_DEB_MAINTAINER)"
+
+# --- tests (nothing outside build/packaging and a temp dir is touched) --------
+packaging-test:
+	PKG_OUT=$(PKG_OUT) $(PKG_SRC)/tests/run.sh
