@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * C helpers of nvidia_peermem_rs (see shim.h). Linked into the same .ko as
+ * the Rust crate; nothing here is exported.
+ */
+#include <linux/mutex.h>
+#include <linux/pci.h>
+#include <linux/scatterlist.h>
+
+#include "shim.h"
+
+static DEFINE_MUTEX(pm_registry_mutex);
+
+struct pci_dev *pm_shim_to_pci_dev(struct device *dev)
+{
+	if (!dev || !dev_is_pci(dev))
+		return NULL;
+	return to_pci_dev(dev);
+}
+
+void pm_shim_sg_set_dma(struct scatterlist *sg, dma_addr_t addr,
+			unsigned int len)
+{
+	sg_set_page(sg, NULL, len, 0);
+	sg_dma_address(sg) = addr;
+	sg_dma_len(sg) = len;
+}
+
+dma_addr_t pm_shim_sg_dma_address(struct scatterlist *sg)
+{
+	return sg_dma_address(sg);
+}
+
+unsigned int pm_shim_sg_dma_len(struct scatterlist *sg)
+{
+	return sg_dma_len(sg);
+}
+
+void pm_shim_registry_lock(void)
+{
+	mutex_lock(&pm_registry_mutex);
+}
+
+void pm_shim_registry_unlock(void)
+{
+	mutex_unlock(&pm_registry_mutex);
+}

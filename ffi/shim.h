@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * C helpers of nvidia_peermem_rs: thin wrappers over static inline kernel
+ * functions and macros that bindgen cannot bind. Nothing else lives here.
+ */
+#ifndef PEERMEM_RS_SHIM_H
+#define PEERMEM_RS_SHIM_H
+
+#include <linux/types.h>
+
+struct device;
+struct pci_dev;
+struct scatterlist;
+
+/* to_pci_dev() for a PCI device; NULL for anything else. */
+struct pci_dev *pm_shim_to_pci_dev(struct device *dev);
+
+/* sg_set_page(sg, NULL, len, 0) plus sg_dma_address/sg_dma_len = addr/len. */
+void pm_shim_sg_set_dma(struct scatterlist *sg, dma_addr_t addr,
+			unsigned int len);
+
+/* sg_dma_address(sg) and sg_dma_len(sg). */
+dma_addr_t pm_shim_sg_dma_address(struct scatterlist *sg);
+unsigned int pm_shim_sg_dma_len(struct scatterlist *sg);
+
+/* The mutex that serialises the table of live registrations. */
+void pm_shim_registry_lock(void);
+void pm_shim_registry_unlock(void);
+
+#endif /* PEERMEM_RS_SHIM_H */

@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit test module of nvidia_peermem_rs, built from the same sources as the
+//! product module. Its suites run when it is loaded; it registers nothing
+//! with any core.
+
+mod abi;
+mod kunit;
+mod modinfo;
+mod params;
+mod range;
+mod sys;
+mod tests;
+
+use kernel::prelude::*;
+
+module! {
+    type: NvidiaPeermemKunit,
+    name: "nvidia_peermem_rs_kunit",
+    author: "nvidia-peermem-rs developers",
+    description: "KUnit tests of nvidia_peermem_rs",
+    license: "GPL",
+}
+
+/// The loaded test module: the suites run after `init` returns.
+struct NvidiaPeermemKunit;
+
+impl kernel::Module for NvidiaPeermemKunit {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        Ok(Self)
+    }
+}
