@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: GPL-2.0
+//! `simtest`: command-line driver of /dev/peermem_sim for the VM scenarios.
+//!
+//! Output is made for busybox `sh` (conventions of
+//! `tests/sim-client/NEEDS-fixtures.md`): on success ONE stdout line of
+//! `key=value` words (`eval "$(simtest gpu-alloc 64K)"` sets `va`); `ok=1`
+//! when there is nothing else to say. `stress` and `race` print several
+//! `key=value` lines, the last one the summary.
+//!
+//! Exit codes: 0 ok; 1 the ioctl failed (stdout `error=ENAME errno=N`, and
+//! the full message on stderr), or a check other than data failed (leaks,
+//! stress/race problems); 2 usage error (stderr); 3 data mismatch (stdout
+//! `mismatch=N first_offset=O expected=0xEE actual=0xAA`). With
+//! `--expect-errno E` an ioctl failing with E exits 0 (printing the error
+//! line) and anything else exits 1.
+
+mod args;
+mod cmds;
+mod race;
+mod rng;
+mod stress;
+
+use std::process::ExitCode;
+
+use args::Usage;
+use peermem_sim::{errno, SimDevice, SimError};
+
+/// How a subcommand ended.
+pub enum Outcome {
+    /// Everything went as it should (the command printed its line).
+    Ok,
+    /// Data differed: the `mismatch=N first_offset=O expected=0xEE
+    /// actual=0xAA` line to print; exit 3.
+    Mismatch(String),
+    /// Another check failed (leak, imbalance, unexpected errors); exit 1.
+    CheckFailed(String),
+}
+
+/// Errors a subcommand can return.
+pub enum Failure {
+    Usage(Usage),
+    Sim(SimError),
+}
+
+impl From<Usage> for Failure {
+    fn from(u: Usage) -> Self {
+        Failure::Usage(u)
+    }
+}
+
+impl From<SimError> for Failure {
+    fn from(e: SimError) -> Self {
+        Failure::Sim(e)
+    }
+}
+
+const USAGE: &str = "\
+usage: simtest [--dev PATH] [--expect-errno ERRNO|any] COMMAND [ARGS]
+
+GPU (the simulated NVIDIA driver):
+  gpu-alloc SIZE                      cudaMalloc                va=0x..
+  gpu-free VA                         cudaFree (fires the free callbacks)
+  gpu-fill VA LEN PATTERN             cudaMemcpy host->GPU of pattern offsets 0..LEN
+  gpu-check VA LEN PATTERN [BASE]     cudaMemcpy GPU->host, compare with offsets BASE..
+  gpu-write VA LEN PATTERN            same as gpu-fill
+  gpu-read VA LEN [--dump]            read (first 64 bytes shown with --dump)
+MR (the simulated PeerDirect core):
+  mr-reg VA LEN [ACCESS]              ibv_reg_mr (ACCESS default 7)  mr=ID sg=N client=NAME
+  mr-dereg ID                         ibv_dereg_mr
+  mr-query ID                         state=live|invalidated va=0x.. len=N
+HCA (DMA by the simulated HCA; engine cpu by default, or edu):
+  hca-write ID OFFSET LEN PATTERN [edu|cpu]
+  hca-check ID OFFSET LEN PATTERN [edu|cpu] [BASE]
+  hca-read ID OFFSET LEN [edu|cpu] [--dump]
+  verify ID [--offset O] [--len L] [--engine E] [--seed S]
+                                      HCA-write a pattern, read it back through
+                                      the GPU and the HCA, compare
+  roundtrip SIZE [--offset O] [--len L] [--engine E] [--iters N] [--seed S]
+                                      alloc, sentinel, reg, verify (and that the
+                                      sentinel outside the MR survives), dereg, free
+Control:
+  counters [NAME]                     every counter on one line, or one value
+  fault OP NTH ERRNO [COUNT]          fail the NTH next call of OP with -ERRNO
+  fault-clear                         (also: fault clear)
+  delay POINT MS [COUNT]              MS 0 clears POINT; POINT \"\" clears all
+  config [page_size=4k|64k|128k] [pt_version=N] [map_version=N] [scale=N]
+         [persistent=0|1]             provider knobs (alias: provider-config)
+  leak-check                          the 5 fields and leaks=N; exit 1 if N > 0
+  phase-times [reset]                 <phase>_calls= _total_ns= _last_ns= _max_ns=
+Load:
+  stress [--threads 8] [--ops 100000] [--seed S] [--slots 32] [--edu-every 64]
+         [--max-pages 4] [--allow-errors]
+  race A B [--iters N] [--size S] [--jitter-us U] [--seed S]
+                                      A, B in: free dereg reg dma query
+  hold SIZE SECONDS                   keep one registration live for a while
+
+Numbers: decimal, 0x hex, or K/M/G suffixes. Patterns: 0xA5 | fill:0xA5 | seq |
+seed:N; the byte for offset o is a function of o. ERRNO: a name (EIO, ENOMEM,
+ENOTSUPP...) or a number. Exit: 0 ok, 1 ioctl error (error=ENAME errno=N) or
+failed check, 2 usage, 3 data mismatch.";
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let mut dev_path = peermem_sim::uapi::PEERMEM_SIM_DEVICE.to_string();
+    let mut expect: Option<Option<i32>> = None;
+    let mut i = 0;
+    while i < argv.len() {
+        match argv[i].as_str() {
+            "--dev" | "--expect-errno" if i + 1 >= argv.len() => {
+                eprintln!("simtest: option {} needs a value\n{USAGE}", argv[i]);
+                return ExitCode::from(2);
+            }
+            "--dev" => {
+                dev_path = argv[i + 1].clone();
+                i += 2;
+            }
+            "--expect-errno" => {
+                let v = &argv[i + 1];
+                if v == "any" {
+                    expect = Some(None);
+                } else if let Some(e) = errno::parse(v) {
+                    expect = Some(Some(e));
+                } else {
+                    eprintln!("simtest: --expect-errno: unknown errno {v:?}");
+                    return ExitCode::from(2);
+                }
+                i += 2;
+            }
+            "-h" | "--help" | "help" => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            _ => break,
+        }
+    }
+    let Some(cmd) = argv.get(i) else {
+        eprintln!("simtest: missing command\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    let rest = &argv[i + 1..];
+    if !cmds::known(cmd) {
+        eprintln!("simtest: unknown command {cmd:?}\n{USAGE}");
+        return ExitCode::from(2);
+    }
+    let dev = match SimDevice::open_path(&dev_path) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("error={} errno={}", e.errno_name(), e.errno);
+            eprintln!("simtest: {e} (is the peermem_sim fixture loaded?)");
+            return ExitCode::from(1);
+        }
+    };
+    let result = cmds::run(&dev, cmd, rest);
+    match (result, expect) {
+        (Err(Failure::Usage(Usage(m))), _) => {
+            eprintln!("simtest {cmd}: {m}\n(see simtest --help)");
+            ExitCode::from(2)
+        }
+        (Ok(Outcome::Ok), None) => ExitCode::SUCCESS,
+        (Ok(Outcome::Mismatch(line)), _) => {
+            println!("{line}");
+            eprintln!("simtest {cmd}: data mismatch: {line}");
+            ExitCode::from(3)
+        }
+        (Ok(Outcome::CheckFailed(m)), _) => {
+            eprintln!("simtest {cmd}: check failed: {m}");
+            ExitCode::from(1)
+        }
+        (Err(Failure::Sim(e)), None) => {
+            println!("error={} errno={}", e.errno_name(), e.errno);
+            eprintln!("simtest: {e}");
+            ExitCode::from(1)
+        }
+        (Ok(Outcome::Ok), Some(want)) => {
+            let want = want.map_or("an error".to_string(), errno::name);
+            eprintln!("simtest {cmd}: succeeded, but {want} was expected");
+            ExitCode::from(1)
+        }
+        (Err(Failure::Sim(e)), Some(want)) => {
+            println!("error={} errno={}", e.errno_name(), e.errno);
+            if want.is_none_or(|w| w == e.errno) {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!(
+                    "simtest: {e}, but {} was expected",
+                    want.map_or(String::new(), errno::name)
+                );
+                ExitCode::from(1)
+            }
+        }
+    }
+}

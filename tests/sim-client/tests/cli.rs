@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: GPL-2.0
+//! CLI behaviour of `simtest` that needs no simulated stack: usage errors,
+//! a missing device, errno expectations (against /dev/null, which answers
+//! every ioctl with ENOTTY).
+
+use std::process::{Command, Output};
+
+fn simtest(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_simtest"))
+        .args(args)
+        .output()
+        .expect("run simtest")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn help_lists_commands() {
+    let o = simtest(&["--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let s = String::from_utf8_lossy(&o.stdout);
+    for c in [
+        "gpu-alloc",
+        "mr-reg",
+        "verify",
+        "stress",
+        "race",
+        "leak-check",
+    ] {
+        assert!(s.contains(c), "help lacks {c}");
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in [
+        &[][..],
+        &["frobnicate"],
+        &["--dev", "/dev/null", "gpu-alloc"],
+        &["--dev", "/dev/null", "gpu-alloc", "12Q"],
+        &["--dev", "/dev/null", "gpu-alloc", "64K", "extra"],
+        &["--dev", "/dev/null", "stress", "--threads", "0"],
+        &["--dev", "/dev/null", "stress", "--bogus"],
+        &["--dev", "/dev/null", "race", "free", "explode"],
+        &["--dev", "/dev/null", "fault", "get_pages", "1", "EWHAT"],
+        &["--dev", "/dev/null", "hca-write", "1", "0", "4K", "zebra"],
+        &[
+            "--dev",
+            "/dev/null",
+            "hca-write",
+            "1",
+            "0",
+            "4K",
+            "seq",
+            "gpu",
+        ],
+        &[
+            "--dev",
+            "/dev/null",
+            "hca-check",
+            "1",
+            "0",
+            "4K",
+            "seq",
+            "edu",
+            "0",
+            "9",
+        ],
+        &["--dev", "/dev/null", "config", "page_size=8k"],
+        &["--dev", "/dev/null", "config", "colour=blue"],
+        &["--dev", "/dev/null", "mr-reg", "0x10000", "64K", "xx"],
+        &["--dev", "/dev/null", "phase-times", "now"],
+        &["--expect-errno", "ENOPE", "gpu-alloc", "64K"],
+    ] {
+        let o = simtest(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).is_empty(), "{args:?}: no message");
+    }
+}
+
+#[test]
+fn missing_device_is_a_clear_error() {
+    let o = simtest(&["--dev", "/nonexistent/peermem_sim", "counters"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stdout(&o).trim(), "error=ENOENT errno=2");
+    let e = stderr(&o);
+    assert!(e.contains("ENOENT") && e.contains("fixture loaded"), "{e}");
+}
+
+#[test]
+fn operation_errors_name_the_errno() {
+    // Convention of NEEDS-fixtures.md: exit 1 and `error=ENAME errno=N`.
+    let o = simtest(&["--dev", "/dev/null", "gpu-alloc", "64K"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stdout(&o).trim(), "error=ENOTTY errno=25");
+    assert!(stderr(&o).contains("gpu_alloc: ENOTTY"), "{}", stderr(&o));
+}
+
+#[test]
+fn expect_errno_inverts_the_verdict() {
+    let o = simtest(&[
+        "--dev",
+        "/dev/null",
+        "--expect-errno",
+        "ENOTTY",
+        "mr-dereg",
+        "7",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "error=ENOTTY errno=25");
+    let o = simtest(&["--dev", "/dev/null", "--expect-errno", "any", "leak-check"]);
+    assert_eq!(o.status.code(), Some(0));
+    let o = simtest(&[
+        "--dev",
+        "/dev/null",
+        "--expect-errno",
+        "EINVAL",
+        "mr-dereg",
+        "7",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("EINVAL was expected"), "{}", stderr(&o));
+}
+
+#[test]
+fn client_side_validation_errors() {
+    // A fault op name too long for the 32-byte field never reaches the kernel.
+    let long = "x".repeat(40);
+    let o = simtest(&["--dev", "/dev/null", "fault", &long, "1", "EIO"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("EINVAL"), "{}", stderr(&o));
+}
