@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/busybox sh
 # /init of the nvidia-peermem-rs test VM: runs the suite named on the kernel
 # command line (peermem.suite=NAME), then powers off. Everything it prints
 # goes to the serial console, which the host keeps as the suite's log.

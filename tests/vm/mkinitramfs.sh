@@ -14,6 +14,7 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,tmp,etc,suites,scenarios,extra}
 mkdir -p "$stage/lib/modules/$release/extra"
 cp /bin/busybox "$stage/bin/busybox"
+ln -s busybox "$stage/bin/sh"
 cp "$repo/tests/vm/guest-init.sh" "$stage/init"
 chmod 755 "$stage/init"
 cp "$repo"/tests/vm/suites/*.suite "$stage/suites/" 2>/dev/null || true

@@ -26,7 +26,6 @@ pub const SPLAT_SIGNATURES: &[(&str, &str)] = &[
     ("rcu_sched detected stalls", "rcu_stall"),
     ("self-detected stall on CPU", "rcu_stall"),
     ("Kernel panic", "panic"),
-    ("DMA-API: ", "dma_api"),
     ("list_add corruption", "list_debug"),
     ("list_del corruption", "list_debug"),
 ];
