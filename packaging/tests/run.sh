@@ -1,0 +1,516 @@
+#!/usr/bin/env bash
+# "A && B || die ...": die when either fails, which is what is meant here.
+# shellcheck disable=SC2015
+# SPDX-License-Identifier: GPL-2.0
+#
+# make packaging-test: every packaging item, exercised without touching the
+# host. Writes only below $PKG_OUT (default build/packaging) and a temp dir:
+# dkms runs with --dkmstree/--sourcetree/--installtree in the temp dir,
+# --no-depmod, no module signing; modprobe only in dry-run against a scratch
+# module root; nothing is loaded, installed or enabled on this machine.
+#
+# Environment:
+#   PACKAGING_KDIR  Rust-enabled kernel build tree (default: the test bed's,
+#                   tests/kernel/build-kernel.sh, cached)
+#   PACKAGING_VM=0  skip booting tests/vm/suites/packaging.suite (make test
+#                   boots it itself with PEERMEM_VM_EXTRA=$PKG_OUT/vm-extra)
+#   PACKAGING_JOBS  make -j for the DKMS build (default 2)
+#
+# Results: $PKG_OUT/test/*.log, summary.txt; last line
+# "packaging: N passed, N failed"; exit 0 only when all passed.
+set -uo pipefail
+
+pkg=$(cd "$(dirname "$0")/.." && pwd)
+repo=$(dirname "$pkg")
+out=${PKG_OUT:-$repo/build/packaging}
+res=$out/test
+name=nvidia-peermem-rs
+version=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$pkg/dkms/dkms.conf")
+jobs=${PACKAGING_JOBS:-2}
+rm -rf "$res"
+mkdir -p "$res"
+T=$(mktemp -d /tmp/peermem-pkgtest.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+
+passed=0
+failed=0
+ok() {
+	echo "ok   $*" | tee -a "$res/summary.txt"
+	passed=$((passed + 1))
+}
+bad() {
+	echo "FAIL $*" | tee -a "$res/summary.txt"
+	failed=$((failed + 1))
+}
+# t NAME COMMAND...: one test; its output goes to $res/NAME.log.
+t() {
+	local n=$1
+	shift
+	if "$@" >"$res/$n.log" 2>&1; then
+		ok "$n"
+	else
+		bad "$n (log: $res/$n.log)"
+		tail -n 15 "$res/$n.log" | sed 's/^/     | /'
+	fi
+}
+# Helpers for test bodies: say why, and fail.
+die() {
+	echo "error: $*"
+	return 1
+}
+mk() { make --no-print-directory -f "$pkg/packaging.mk" PKG_OUT="$out" "$@"; }
+
+# --- inputs ----------------------------------------------------------------
+kdir=${PACKAGING_KDIR:-}
+if [ -z "$kdir" ]; then
+	kdir=$("$repo/tests/kernel/build-kernel.sh" 2>"$res/kernel.log") || kdir=
+fi
+kver=
+[ -n "$kdir" ] && kver=$(cat "$kdir/include/config/kernel.release" 2>/dev/null)
+echo "packaging-test: version $version, kernel ${kver:-none} (${kdir:-no KDIR})"
+
+# --- static checks ---------------------------------------------------------
+test_shellcheck() {
+	command -v shellcheck >/dev/null || die "shellcheck missing (packaging/deps.txt)"
+	shellcheck -s sh "$pkg/libexec/nvidia-peermem-rs-guard" "$pkg/deb/build-deb.sh" \
+		"$repo/tests/scenarios/packaging_dkms_load.sh" &&
+		shellcheck -s bash "$pkg/tests/run.sh" &&
+		for s in postinst prerm postrm; do
+			sed -e "s/@NAME@/$name/g" -e "s/@VERSION@/$version/g" "$pkg/deb/$s.in" >"$T/$s"
+			shellcheck -s sh "$T/$s" || return 1
+		done
+}
+
+test_dkms_conf() {
+	# dkms sources dkms.conf with these set; read it the same way.
+	(
+		# shellcheck disable=SC2034
+		kernelver=6.12.0-test kernel_source_dir=/k dkms_tree=/d
+		# shellcheck disable=SC1091
+		. "$pkg/dkms/dkms.conf" || exit 1
+		set -x
+		[ "$PACKAGE_NAME" = "$name" ] &&
+			[ -n "$PACKAGE_VERSION" ] &&
+			[ "${BUILT_MODULE_NAME[0]}" = nvidia_peermem_rs ] &&
+			[ "${DEST_MODULE_LOCATION[0]}" = /updates/dkms ] &&
+			[[ "${MAKE[0]}" == *"KDIR=/k"* ]] &&
+			[[ "${MAKE[0]}" == *"KVER=6.12.0-test"* ]] &&
+			[ "$BUILD_EXCLUSIVE_CONFIG" = CONFIG_RUST ] &&
+			[ "$AUTOINSTALL" = yes ]
+	)
+}
+
+# --- systemd unit -------------------------------------------------------------
+test_systemd_verify() {
+	systemd-analyze verify --man=no "$pkg/systemd/$name.service"
+	local rc=$?
+	# verify prints problems but may still exit 0 on some: any output fails.
+	[ $rc = 0 ] && [ -z "$(systemd-analyze verify --man=no "$pkg/systemd/$name.service" 2>&1)" ]
+}
+
+# The unit's conditions, evaluated by systemd itself against fake roots:
+# it runs only with the RDMA core and (the nvidia module or /proc/driver/nvidia).
+test_systemd_conditions() {
+	local unit=$pkg/systemd/$name.service conds=() c
+	mapfile -t conds < <(grep '^Condition' "$unit")
+	[ ${#conds[@]} -ge 3 ] || die "expected 3 conditions, got: ${conds[*]}"
+	check_case() { # EXPECT(0 run|1 skip) PATHS-THAT-EXIST...
+		local want=$1 root=$T/cond.$RANDOM args=()
+		shift
+		mkdir -p "$root"
+		for p in "$@"; do mkdir -p "$root$p"; done
+		for c in "${conds[@]}"; do
+			args+=("$(printf '%s' "$c" | sed "s|=\(|\?\)/|=\1$root/|")")
+		done
+		systemd-analyze condition "${args[@]}" >/dev/null 2>&1
+		local got=$?
+		[ "$got" -eq 0 ] && got=0 || got=1
+		echo "exists: ${*:-nothing} -> $([ $got = 0 ] && echo runs || echo skipped)"
+		[ "$got" = "$want" ] || die "expected $([ "$want" = 0 ] && echo runs || echo skipped)"
+	}
+	check_case 1 &&
+		check_case 1 /sys/module/ib_core &&
+		check_case 1 /sys/module/nvidia /proc/driver/nvidia &&
+		check_case 0 /sys/module/ib_core /sys/module/nvidia &&
+		check_case 0 /sys/module/ib_core /proc/driver/nvidia &&
+		grep -q '^After=.*openibd.service' "$unit" &&
+		grep -q '^After=.*nvidia-persistenced.service' "$unit" &&
+		grep -q '^Type=oneshot' "$unit" &&
+		grep -q '^ExecStart=/sbin/modprobe nvidia_peermem_rs$' "$unit"
+}
+
+# --- the guard ------------------------------------------------------------------
+test_guard() {
+	local g=$pkg/libexec/$name-guard sys=$T/guard-sys kmsg=$T/kmsg err=$T/guard.err
+	mkdir -p "$sys/module"
+	: >"$kmsg"
+	run() { NVIDIA_PEERMEM_RS_SYSFS=$sys NVIDIA_PEERMEM_RS_KMSG=$kmsg "$g" "$@" 2>"$err"; }
+	expect() { # STATUS MODULE
+		run "$2"
+		local rc=$?
+		echo "guard $2 with [$(find "$sys/module" -mindepth 1 -printf '%f ')] -> $rc: $(cat "$err")"
+		[ "$rc" = "$1" ] || die "expected exit $1"
+	}
+	expect 0 nvidia_peermem_rs && expect 0 nvidia_peermem && expect 0 nv_peer_mem &&
+		mkdir "$sys/module/nvidia_peermem" &&
+		expect 1 nvidia_peermem_rs &&
+		grep -q "refusing to load nvidia_peermem_rs: nvidia_peermem is loaded" "$err" &&
+		grep -q "^<4>$name-guard: refusing to load nvidia_peermem_rs" "$kmsg" &&
+		expect 0 nvidia_peermem &&
+		rmdir "$sys/module/nvidia_peermem" && mkdir "$sys/module/nv_peer_mem" &&
+		expect 1 nvidia-peermem-rs &&
+		grep -q "nv_peer_mem is loaded" "$err" &&
+		rmdir "$sys/module/nv_peer_mem" && mkdir "$sys/module/nvidia_peermem_rs" &&
+		expect 0 nvidia_peermem_rs &&
+		expect 1 nvidia_peermem && expect 1 nv-peer-mem &&
+		expect 2 && expect 2 ib_core
+}
+
+# --- make install / uninstall ------------------------------------------------------
+# The expected list (packaging/expected/install-files.txt) with @PREFIX@ and
+# @VERSION@ filled in and @MODULE_SOURCES@ expanded to the module's files.
+expected_files() { # PREFIX(without leading /) SYSTEMD_DIR DOC_DIR
+	local prefix=$1 unitdir=$2 docdir=$3 srcs
+	srcs=$(cd "$repo" && git ls-files --cached --others --exclude-standard -- Kbuild kmod ffi |
+		sort -u | while read -r f; do [ -f "$f" ] && echo "$f"; done)
+	sed -e '/^#/d' -e '/^$/d' -e "s|@UNITDIR@|$unitdir|" -e "s|@DOCDIR@|$docdir|" \
+		-e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" "$pkg/expected/install-files.txt" |
+		while read -r l; do
+			case "$l" in
+			*@MODULE_SOURCES@) for f in $srcs; do echo "${l%@MODULE_SOURCES@}$f"; done ;;
+			*) echo "$l" ;;
+			esac
+		done | LC_ALL=C sort
+}
+
+staged_install() { # PREFIX (e.g. /usr/local)
+	local prefix=$1 d=$T/destdir$RANDOM p
+	p=${prefix#/}
+	mk install DESTDIR="$d" PREFIX="$prefix" || return 1
+	local got=$res/install-${p//\//_}.files
+	(cd "$d" && find . \( -type f -o -type l \) | sed 's|^\./||' | LC_ALL=C sort) >"$got"
+	expected_files "$p" "$p/lib/systemd/system" "$p/share/doc/$name" >"$T/expected"
+	echo "--- files installed with PREFIX=$prefix (vs packaging/expected/install-files.txt)"
+	diff -u "$T/expected" "$got" || die "installed file list differs from the expected list"
+	mk -s packaging-print-files PREFIX="$prefix" >"$T/printed"
+	diff -u "$T/expected" "$T/printed" || die "packaging-print-files differs"
+	# Contents: the DKMS tree holds the repository's files unchanged.
+	local src=$d/usr/src/$name-$version f
+	for f in $(cd "$src" && find Kbuild kmod ffi -type f); do
+		cmp "$repo/$f" "$src/$f" || die "$f differs from the repository"
+	done
+	# Paths inside the files follow PREFIX.
+	grep -q "$prefix/libexec/$name/$name-guard $name" "$d/etc/modprobe.d/$name.conf" ||
+		die "modprobe.d file does not call $prefix/libexec/$name/$name-guard"
+	grep -q "^Documentation=file:$prefix/share/doc/$name/README.md" \
+		"$d/$p/lib/systemd/system/$name.service" || die "unit's Documentation= not under $prefix"
+	grep -q "^PEERMEM_BUILD_CONF ?= /etc/$name/build.conf" "$src/Makefile" || die "build.conf path"
+	[ "$(stat -c %a "$d/$p/libexec/$name/$name-guard")" = 755 ] || die "guard is not 0755"
+	[ -z "$(find "$d" -type f ! -path "*/libexec/*" -perm /111)" ] || die "executable data files"
+	systemd-analyze verify --man=no "$d/$p/lib/systemd/system/$name.service" || die "installed unit"
+	mk uninstall DESTDIR="$d" PREFIX="$prefix" || return 1
+	local left
+	left=$(cd "$d" && find . -type f -o -type l)
+	[ -z "$left" ] || die "left after uninstall: $left"
+	echo "uninstall removed every file"
+}
+test_install_usr_local() { staged_install /usr/local; }
+test_install_usr() { staged_install /usr; }
+
+# --- modprobe.d, dry-run against a scratch module root ----------------------------------
+# The softdep loads ib_core and nvidia first, the install line runs the guard
+# then modprobe --ignore-install with the options.
+test_modprobe() {
+	local root=$T/mproot kv=6.12.0-mptest ko conf=$T/modprobe.d
+	ko=$(find "$kdir" "$repo/tests/fixtures" -name '*.ko' 2>/dev/null | head -n 1)
+	[ -n "$ko" ] || die "no .ko to stand in for modules"
+	mkdir -p "$root/lib/modules/$kv/kernel" "$root/lib/modules/$kv/updates/dkms" "$conf"
+	for m in ib_core nvidia nvidia_peermem nv_peer_mem; do
+		cp "$ko" "$root/lib/modules/$kv/kernel/$m.ko"
+	done
+	cp "$ko" "$root/lib/modules/$kv/updates/dkms/nvidia_peermem_rs.ko"
+	depmod -b "$root" "$kv" || die "depmod -b"
+	sed 's/^#options /options /' "$pkg/modprobe.d/$name.conf" >"$conf/$name.conf"
+	modprobe -n -v -C "$conf" -d "$root" -S "$kv" nvidia_peermem_rs >"$T/dry" 2>&1
+	cat "$T/dry"
+	grep -n . "$T/dry" | grep -E 'ib_core|nvidia\.ko|install' >"$T/order"
+	[ "$(grep -c 'ib_core.ko' "$T/dry")" = 1 ] || die "ib_core not loaded first"
+	[ "$(grep -c '/nvidia.ko' "$T/dry")" = 1 ] || die "nvidia not loaded first"
+	[ "$(tail -n 1 "$T/dry" | cut -c1-8)" = "install " ] || die "the install command is not last"
+	grep -q -- "--ignore-install nvidia_peermem_rs peerdirect_support=0 persistent_api_support=1" "$T/dry" ||
+		die "options not handed to modprobe --ignore-install"
+	# Run the install command the way modprobe does (sh -c), with a stub
+	# modprobe and the repository's guard, against a fake /sys.
+	local cmd stub=$T/stub-modprobe sys=$T/mp-sys
+	mkdir -p "$sys/module"
+	printf '#!/bin/sh\necho "$@" >>%s/stub.log\n' "$T" >"$stub"
+	chmod 755 "$stub"
+	cmd=$(tail -n 1 "$T/dry" | sed 's/^install //' |
+		sed -e "s|/sbin/modprobe|$stub|" -e "s|/usr/libexec/$name/$name-guard|$pkg/libexec/$name-guard|g")
+	export NVIDIA_PEERMEM_RS_SYSFS=$sys NVIDIA_PEERMEM_RS_KMSG=$T/mp-kmsg
+	sh -c "$cmd" || die "install command failed with no other client loaded"
+	grep -qx -- "--ignore-install nvidia_peermem_rs peerdirect_support=0 persistent_api_support=1" "$T/stub.log" ||
+		die "stub modprobe not called as expected: $(cat "$T/stub.log")"
+	mkdir "$sys/module/nvidia_peermem"
+	: >"$T/stub.log"
+	if sh -c "$cmd" 2>"$T/refused"; then die "install command loaded beside nvidia_peermem"; fi
+	cat "$T/refused"
+	[ ! -s "$T/stub.log" ] || die "modprobe ran despite the guard"
+	grep -q "nvidia_peermem is loaded" "$T/refused" || die "no clear message"
+	# Package removed, conffile kept: the line still loads the module.
+	cmd=$(printf '%s' "$cmd" | sed "s|$pkg/libexec/$name-guard|$T/no-such-guard|g")
+	sh -c "$cmd" && grep -q -- "--ignore-install nvidia_peermem_rs" "$T/stub.log" ||
+		die "without the guard script the install line must still load the module"
+	# The competitors get the same guard.
+	modprobe -n -v -C "$conf" -d "$root" -S "$kv" nvidia_peermem 2>&1 | tail -n 1 |
+		grep -q "guard nvidia_peermem; } && /sbin/modprobe --ignore-install nvidia_peermem" ||
+		die "nvidia_peermem is not guarded"
+	modprobe -n -v -C "$conf" -d "$root" -S "$kv" nv_peer_mem 2>&1 | tail -n 1 |
+		grep -q "guard nv_peer_mem; } && /sbin/modprobe --ignore-install nv_peer_mem" ||
+		die "nv_peer_mem is not guarded"
+	unset NVIDIA_PEERMEM_RS_SYSFS NVIDIA_PEERMEM_RS_KMSG
+}
+
+# --- the DKMS source tree and its Makefile's checks -----------------------------------
+test_dkms_source() {
+	local st=$out/dkms/$name-$version
+	mk dkms-source || return 1
+	(cd "$st" && find . -type f | sed 's|^\./||' | LC_ALL=C sort) >"$res/dkms-source.files"
+	expected_files usr/local x x | sed -n "s|^usr/src/$name-$version/||p" >"$T/exp-src"
+	diff -u "$T/exp-src" "$res/dkms-source.files" || die "DKMS tree is not exactly dkms.conf Makefile Kbuild kmod/ ffi/"
+	cmp "$pkg/dkms/dkms.conf" "$st/dkms.conf" && cmp "$pkg/dkms/Makefile" "$st/Makefile"
+}
+
+# Symbol trees in the layout of a real node, from the fixtures' exports:
+# $T/sysroot/usr/src/ofa_kernel/default (peerdirect_sim = MOFED's ib_core)
+# and $T/sysroot/usr/src/nvidia-999.99.99 (nvidia_p2p_sim = nvidia.ko).
+fixture_symvers=
+make_sysroot() {
+	fixture_symvers=$repo/tests/fixtures/Module.symvers
+	if [ ! -f "$fixture_symvers" ]; then
+		echo "building the fixtures (for their Module.symvers) in $T/fx"
+		mkdir -p "$T/fx/tests"
+		cp -r "$repo/tests/fixtures" "$T/fx/tests/" && cp -r "$repo/ffi" "$T/fx/" || return 1
+		# shellcheck source=/dev/null
+		(. "$repo/tests/kernel/toolchain.sh" &&
+			make -s -C "$kdir" M="$T/fx/tests/fixtures" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules) || return 1
+		fixture_symvers=$T/fx/tests/fixtures/Module.symvers
+	fi
+	mkdir -p "$T/sysroot/usr/src/ofa_kernel/default" "$T/sysroot/usr/src/nvidia-999.99.99"
+	awk -F'\t' '$3 ~ /peerdirect_sim$/' "$fixture_symvers" >"$T/sysroot/usr/src/ofa_kernel/default/Module.symvers"
+	awk -F'\t' '$3 ~ /nvidia_p2p_sim$/' "$fixture_symvers" >"$T/sysroot/usr/src/nvidia-999.99.99/Module.symvers"
+	grep -q ib_register_peer_memory_client "$T/sysroot/usr/src/ofa_kernel/default/Module.symvers" &&
+		grep -q nvidia_p2p_get_pages "$T/sysroot/usr/src/nvidia-999.99.99/Module.symvers"
+}
+
+# The DKMS Makefile's own diagnostics, each a one-line reason (no compiling).
+test_build_env_checks() {
+	local st=$T/envcheck
+	rm -rf "$st" && cp -r "$out/dkms/$name-$version" "$st" || return 1
+	env_make() { make --no-print-directory -s -C "$st" PEERMEM_BUILD_CONF="$T/none" KVER="$kver" "$@" 2>&1; }
+	expect_error() { # PATTERN MAKE-ARGS...
+		local pat=$1 o
+		shift
+		if o=$(env_make check-build-env "$@"); then die "no error for: $*"; fi
+		echo "$o" | head -n 1
+		echo "$o" | grep -q -- "$pat" || die "expected '$pat'"
+	}
+	# Found automatically in the sysroot, the right rustc/bindgen/clang picked.
+	env_make print-build-env KDIR="$kdir" PEERMEM_SYSROOT="$T/sysroot" | tee "$T/env"
+	grep -qx "OFED_DIR=$T/sysroot/usr/src/ofa_kernel/default" "$T/env" &&
+		grep -qx "NVIDIA_SRC=$T/sysroot/usr/src/nvidia-999.99.99" "$T/env" || die "detection"
+	env_make check-build-env KDIR="$kdir" PEERMEM_SYSROOT="$T/sysroot" || die "good tree refused"
+	# A per-kernel MOFED tree wins over default.
+	mkdir -p "$T/sysroot2/usr/src/ofa_kernel/$(uname -m)/$kver" "$T/sysroot2/usr/src/ofa_kernel/default"
+	cp "$T/sysroot/usr/src/ofa_kernel/default/Module.symvers" "$T/sysroot2/usr/src/ofa_kernel/default/"
+	cp "$T/sysroot/usr/src/ofa_kernel/default/Module.symvers" "$T/sysroot2/usr/src/ofa_kernel/$(uname -m)/$kver/"
+	env_make print-build-env KDIR="$kdir" PEERMEM_SYSROOT="$T/sysroot2" |
+		grep -qx "OFED_DIR=$T/sysroot2/usr/src/ofa_kernel/$(uname -m)/$kver" || die "per-kernel OFED tree not preferred"
+	# Failures, each with its reason.
+	mkdir -p "$T/norust/include"
+	grep -v '^CONFIG_RUST' "$kdir/.config" >"$T/norust/.config"
+	touch "$T/norust/Makefile"
+	expect_error "built without CONFIG_RUST=y" KDIR="$T/norust" &&
+		expect_error "no kernel build tree at KDIR" KDIR="$T/nokernel" &&
+		expect_error "no MLNX_OFED/DOCA-OFED kernel tree found" KDIR="$kdir" PEERMEM_SYSROOT="$T/empty" &&
+		mkdir -p "$T/inbox" && grep -v peer_memory "$kdir/Module.symvers" | head -n 50 >"$T/inbox/Module.symvers" &&
+		expect_error "has no PeerDirect support" KDIR="$kdir" OFED_DIR="$T/inbox" PEERMEM_SYSROOT="$T/sysroot" &&
+		expect_error "no NVIDIA driver found" KDIR="$kdir" OFED_DIR="$T/sysroot/usr/src/ofa_kernel/default" \
+			PEERMEM_SYSROOT="$T/empty" NVIDIA_KO= &&
+		expect_error "but RUSTC=$T/fake-rustc is 'rustc 1.0.0 (fake)'" KDIR="$kdir" PEERMEM_SYSROOT="$T/sysroot" \
+			RUSTC="$T/fake-rustc" || return 1
+	# With no built NVIDIA tree, the exports come from nvidia.ko itself.
+	local nvko
+	nvko=$(find "$repo/tests/fixtures" "$T/fx" -name nvidia_p2p_sim.ko 2>/dev/null | head -n 1)
+	[ -n "$nvko" ] || die "no nvidia_p2p_sim.ko to read exports from"
+	xz -c "$nvko" >"$T/nvidia.ko.xz"
+	env_make "$st/.nvidia-exports/Module.symvers" KDIR="$kdir" PEERMEM_SYSROOT="$T/empty" \
+		OFED_DIR="$T/sysroot/usr/src/ofa_kernel/default" NVIDIA_KO="$T/nvidia.ko.xz" || die "exports from nvidia.ko.xz"
+	diff <(cut -f2,4 "$st/.nvidia-exports/Module.symvers") \
+		<(awk -F'\t' '$3 ~ /nvidia_p2p_sim$/ {print $2 "\t" $4}' "$fixture_symvers") ||
+		die "exports read from nvidia.ko differ from its Module.symvers"
+	echo "exports read from nvidia.ko.xz: $(wc -l <"$st/.nvidia-exports/Module.symvers") symbols, same as Module.symvers"
+}
+
+# --- dkms add/build/install into scratch trees -------------------------------------------
+dk() { dkms "$@" --dkmstree "$T/dkms" --sourcetree "$T/src"; }
+dkms_env() {
+	# No module signing (dkms would create /var/lib/dkms/mok.key), no host
+	# build.conf, symbols from the scratch sysroot.
+	env sign_file="$T/no-sign-file" PEERMEM_BUILD_CONF="$T/none" PEERMEM_SYSROOT="$T/sysroot" "$@"
+}
+test_dkms_build_install() {
+	local st=$out/dkms/$name-$version base
+	mkdir -p "$T/dkms" "$T/src" "$T/root/lib/modules/$kver"
+	dkms_env dkms add "$st" --dkmstree "$T/dkms" --sourcetree "$T/src" || die "dkms add"
+	[ -f "$T/src/$name-$version/dkms.conf" ] || die "dkms add did not copy the tree into --sourcetree"
+	echo "--- dkms build"
+	local t0=$SECONDS
+	dkms_env dkms build -m "$name" -v "$version" -k "$kver" --kernelsourcedir "$kdir" -j "$jobs" \
+		--dkmstree "$T/dkms" --sourcetree "$T/src"
+	local rc=$?
+	echo "dkms build: exit $rc in $((SECONDS - t0))s"
+	base=$T/dkms/$name/$version/$kver/$(uname -m)
+	cp "$base/log/make.log" "$res/dkms-make.log" 2>/dev/null ||
+		cp "$T/dkms/$name/$version/build/make.log" "$res/dkms-make.log" 2>/dev/null
+	[ $rc = 0 ] || die "dkms build failed (make.log: $res/dkms-make.log)"
+	echo "--- dkms install"
+	dkms_env dkms install -m "$name" -v "$version" -k "$kver" --no-depmod \
+		--dkmstree "$T/dkms" --sourcetree "$T/src" --installtree "$T/root/lib/modules" || die "dkms install"
+	local ko=$T/root/lib/modules/$kver/updates/dkms/nvidia_peermem_rs.ko
+	[ -f "$ko" ] || die "no $ko"
+	dk status -m "$name" -v "$version" -k "$kver" --installtree "$T/root/lib/modules" | tee "$T/status"
+	grep -q "installed" "$T/status" || die "dkms status does not say installed"
+	local vm deps
+	vm=$(modinfo -F vermagic "$ko")
+	deps=$(modinfo -F depends "$ko")
+	echo "module: $ko ($(stat -c %s "$ko") bytes) vermagic '$vm' depends '$deps'"
+	[ "${vm%% *}" = "$kver" ] || die "vermagic is not $kver"
+	[ "$(modinfo -F name "$ko")" = nvidia_peermem_rs ] || die "module name"
+	# Module.symvers found by the Makefile: the loader knows where the
+	# PeerDirect and P2P symbols come from.
+	[[ ",$deps," == *,peerdirect_sim,* && ",$deps," == *,nvidia_p2p_sim,* ]] ||
+		die "depends '$deps' lacks peerdirect_sim/nvidia_p2p_sim: symbols not resolved at build time"
+	depmod -b "$T/root" "$kver" && grep -q "updates/dkms/nvidia_peermem_rs.ko" "$T/root/lib/modules/$kver/modules.dep" ||
+		die "depmod -b on the install tree"
+	# Hand the install tree to the VM test.
+	rm -rf "$out/vm-extra" && mkdir -p "$out/vm-extra/dkms" "$out/vm-extra/packaging"
+	cp -r "$T/root/lib" "$out/vm-extra/dkms/" &&
+		cp "$pkg/libexec/$name-guard" "$pkg/modprobe.d/$name.conf" "$out/vm-extra/packaging/"
+}
+
+# A kernel without CONFIG_RUST: dkms skips it (exit 77) with its reason.
+test_dkms_build_exclusive() {
+	mkdir -p "$T/norust/include"
+	grep -v '^CONFIG_RUST' "$kdir/.config" >"$T/norust/.config"
+	local o rc
+	o=$(dkms_env dkms build -m "$name" -v "$version" -k 6.12.0-norust --kernelsourcedir "$T/norust" \
+		--dkmstree "$T/dkms" --sourcetree "$T/src" 2>&1)
+	rc=$?
+	echo "$o"
+	[ $rc = 77 ] || die "expected exit 77, got $rc"
+	echo "$o" | grep -q "BUILD_EXCLUSIVE directive which does not match this kernel" || die "no reason given"
+}
+
+test_dkms_remove() {
+	dkms_env dkms remove -m "$name" -v "$version" --all --no-depmod \
+		--dkmstree "$T/dkms" --sourcetree "$T/src" --installtree "$T/root/lib/modules" || die "dkms remove"
+	[ ! -e "$T/root/lib/modules/$kver/updates/dkms/nvidia_peermem_rs.ko" ] || die "module left installed"
+	[ ! -e "$T/dkms/$name/$version" ] || die "dkms tree left"
+	[ -z "$(dk status -m "$name" 2>/dev/null)" ] || die "dkms status still lists it"
+	echo "removed from the scratch trees"
+}
+
+# --- the Debian package -------------------------------------------------------------------
+test_deb() {
+	local deb=$out/$name-dkms_$version-1_all.deb
+	rm -f "$deb"
+	mk deb || return 1
+	[ -f "$deb" ] || die "no $deb"
+	dpkg-deb -I "$deb" | tee "$res/deb-info.txt"
+	dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {print $NF}' | sed 's|^\./||' | LC_ALL=C sort >"$res/deb.files"
+	{
+		expected_files usr lib/systemd/system "usr/share/doc/$name-dkms"
+		echo "usr/share/doc/$name-dkms/changelog.Debian.gz"
+		echo "usr/share/doc/$name-dkms/copyright"
+	} | LC_ALL=C sort >"$T/exp-deb"
+	diff -u "$T/exp-deb" "$res/deb.files" || die "deb file list"
+	[ "$(dpkg-deb -f "$deb" Package)" = "$name-dkms" ] &&
+		dpkg-deb -f "$deb" Depends | grep -q "dkms" &&
+		dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | grep -qx "/etc/modprobe.d/$name.conf" &&
+		dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./postinst | grep -q "common.postinst \"\$DKMS_NAME\" \"\$DKMS_VERSION\"" ||
+		die "control fields / conffiles / postinst"
+	dpkg-deb -c "$deb" | awk '{print $2}' | sort -u | grep -qvx root/root && die "files not owned by root"
+	mkdir -p "$T/debx" && dpkg-deb -x "$deb" "$T/debx"
+	grep -q "/usr/libexec/$name/$name-guard" "$T/debx/etc/modprobe.d/$name.conf" || die "guard path in deb"
+	systemd-analyze verify --man=no "$T/debx/lib/systemd/system/$name.service" || die "unit in deb"
+	echo "deb: $deb ($(stat -c %s "$deb") bytes)"
+}
+
+test_lintian() {
+	local deb=$out/$name-dkms_$version-1_all.deb
+	command -v lintian >/dev/null || die "lintian missing (packaging/deps.txt)"
+	lintian --info --no-tag-display-limit "$deb" >"$res/lintian.txt" 2>&1
+	cat "$res/lintian.txt"
+	echo "lintian: $(grep -c '^E:' "$res/lintian.txt") errors, $(grep -c '^W:' "$res/lintian.txt") warnings," \
+		"$(grep -c '^I:' "$res/lintian.txt") info"
+	! grep -q '^E:' "$res/lintian.txt"
+}
+
+# --- the VM: the DKMS-installed module loads ------------------------------------------------
+test_vm() {
+	local k
+	k=$("$repo/tests/build-all.sh") || die "tests/build-all.sh failed"
+	PEERMEM_VM_EXTRA=$out/vm-extra "$repo/tests/run-vm-suites.sh" "$k" "$res/vm" \
+		"$repo/tests/vm/suites/packaging.suite" || {
+		grep -h "SCENARIO-RESULT" "$res/vm/packaging/console.log" 2>/dev/null
+		die "packaging.suite failed (log: $res/vm/packaging/console.log)"
+	}
+	grep -h "SCENARIO-RESULT" "$res/vm/packaging/console.log"
+}
+
+# What a careless run would change on this machine: DKMS's state and keys,
+# the module trees, the modprobe/systemd configuration, /usr/src.
+host_state() {
+	local d
+	for d in /var/lib/dkms /usr/src /lib/modules /etc/modprobe.d /etc/dkms \
+		/etc/systemd/system /lib/systemd/system /usr/local/lib/systemd/system \
+		/usr/libexec /usr/local/libexec /etc/nvidia-peermem-rs; do
+		[ -e "$d" ] && find "$d" -maxdepth 3 -newer "$T/stamp" 2>/dev/null
+		[ -e "$d" ] && find "$d" -maxdepth 3 -name '*peermem*' 2>/dev/null
+	done | LC_ALL=C sort -u
+}
+
+# --- run ------------------------------------------------------------------------------
+touch "$T/stamp"
+sleep 1
+host_state >"$T/host-before"
+printf '#!/bin/sh\necho "rustc 1.0.0 (fake)"\n' >"$T/fake-rustc"
+chmod 755 "$T/fake-rustc"
+t lint-shellcheck test_shellcheck
+t dkms-conf test_dkms_conf
+t systemd-verify test_systemd_verify
+t systemd-conditions test_systemd_conditions
+t guard test_guard
+t install-usr-local test_install_usr_local
+t install-usr test_install_usr
+t deb test_deb
+t lintian test_lintian
+if [ -z "$kver" ]; then
+	bad "dkms (no Rust-enabled kernel tree: see $res/kernel.log)"
+else
+	t modprobe-dry-run test_modprobe
+	t dkms-source test_dkms_source
+	t sysroot make_sysroot
+	t build-env-checks test_build_env_checks
+	t dkms-build-install test_dkms_build_install
+	t dkms-build-exclusive test_dkms_build_exclusive
+	t dkms-remove test_dkms_remove
+	if [ "${PACKAGING_VM:-1}" != 0 ]; then
+		t vm-dkms-load test_vm
+	fi
+fi
+host_state >"$T/host-after"
+t host-untouched diff -u "$T/host-before" "$T/host-after"
+echo "packaging: $passed passed, $failed failed" | tee -a "$res/summary.txt"
+[ "$failed" = 0 ]
