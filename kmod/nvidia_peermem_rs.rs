@@ -9,9 +9,18 @@
 //! concern lives in its own submodule.
 
 mod abi;
+mod client;
+mod core_client;
+mod debugfs;
 mod modinfo;
+mod module_ref;
+mod p2p;
 mod params;
 mod range;
+mod registration;
+mod registry;
+mod sg;
+mod stats;
 mod sys;
 
 use kernel::prelude::*;
@@ -24,21 +33,37 @@ module! {
     license: "GPL",
 }
 
-/// The loaded module.
+/// The loaded module: its clients are registered with the core.
 struct NvidiaPeermem {
-    _config: params::Config,
+    // Dropped first: unregistering waits for every registration to go.
+    _clients: KVec<core_client::CoreRegistration>,
+    _debugfs: debugfs::Dir,
 }
 
 impl kernel::Module for NvidiaPeermem {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let config = params::Config::from_params()?;
-        pr_info!("version {} loaded ({:?})\n", modinfo::VERSION, config);
-        Ok(Self { _config: config })
-    }
-}
-
-impl Drop for NvidiaPeermem {
-    fn drop(&mut self) {
-        pr_info!("unloaded\n");
+        let debugfs = debugfs::Dir::create();
+        let mut clients = KVec::new();
+        for spec in client::clients_for(config.clients, config.abi).into_iter().flatten() {
+            let slot = spec.invalidating.then_some(&core_client::INVALIDATION);
+            // On failure the clients registered so far are unregistered.
+            clients.push(core_client::CoreRegistration::register(spec.table, slot)?, GFP_KERNEL)?;
+        }
+        pr_info!(
+            "version {}: registered {} ({} PeerDirect ABI{}){}\n",
+            modinfo::VERSION,
+            if clients.len() == 2 { "nv_mem (invalidating) and nv_mem_nc (persistent)" } else { "nv_mem (persistent)" },
+            match config.abi {
+                params::PeerDirectAbi::Extended => "extended",
+                params::PeerDirectAbi::Legacy => "legacy",
+            },
+            if config.abi == params::PeerDirectAbi::Extended { ", PEER_MEM_INVALIDATE_UNMAPS" } else { "" },
+            if config.coalesce_sg { ", coalescing SG entries" } else { "" }
+        );
+        Ok(Self {
+            _clients: clients,
+            _debugfs: debugfs,
+        })
     }
 }

@@ -205,3 +205,9 @@ impl Config {
         })
     }
 }
+
+/// Whether `dma_map` coalesces DMA-contiguous pages (`coalesce_sg`, checked
+/// at load time).
+pub(crate) fn coalesce_sg() -> bool {
+    COALESCE_SG.get() == 1
+}

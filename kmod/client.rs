@@ -1,0 +1,398 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The `peer_memory_client` tables given to the PeerDirect core: a Rust
+//! trait, `unsafe extern "C"` adapters from the C callbacks to it, and the
+//! const-built tables in `#[repr(transparent)]` `Sync` statics, one per
+//! (client, ABI) pair.
+//!
+//! C header: `rdma/peer_mem.h` (MLNX_OFED), or `ffi/include/rdma/peer_mem.h`.
+
+use crate::modinfo::VERSION;
+use crate::p2p::PciDevice;
+use crate::params::{ClientSet, PeerDirectAbi};
+use crate::registration::{PinKind, Registration};
+use crate::sys;
+use core::marker::PhantomData;
+use core::mem::{offset_of, size_of};
+use kernel::{
+    bindings,
+    ffi::{c_char, c_int, c_ulong, c_void},
+    prelude::*,
+    sync::{Arc, ArcBorrow},
+    types::ForeignOwnable,
+};
+
+/// `IB_PEER_MEMORY_NAME_MAX`.
+const NAME_MAX: usize = 64;
+/// `IB_PEER_MEMORY_VER_MAX`.
+const VERSION_MAX: usize = 16;
+/// The byte of `version` that announces the extended client.
+pub(crate) const EX_MARK_INDEX: usize = VERSION_MAX - 1;
+/// `PEER_MEM_INVALIDATE_UNMAPS`.
+pub(crate) const INVALIDATE_UNMAPS: u32 = 1 << 0;
+
+/// `struct peer_memory_client_ex`: the client and its extension. Under the
+/// legacy ABI the two extension words overlay the private-data callbacks and
+/// stay zero (NULL).
+#[repr(C)]
+pub(crate) struct PeerMemoryClientEx {
+    pub(crate) client: sys::peer_memory_client,
+    pub(crate) ex_size: usize,
+    pub(crate) flags: u32,
+}
+
+const _: () = {
+    assert!(size_of::<PeerMemoryClientEx>() == size_of::<sys::peer_memory_client_ex>());
+    assert!(offset_of!(PeerMemoryClientEx, ex_size) == offset_of!(sys::peer_memory_client_ex, ex_size));
+    assert!(offset_of!(PeerMemoryClientEx, flags) == offset_of!(sys::peer_memory_client_ex, flags));
+    // The legacy core reads `get_context_private_data` and
+    // `put_context_private_data` exactly there.
+    assert!(offset_of!(PeerMemoryClientEx, ex_size) == 136);
+    assert!(offset_of!(PeerMemoryClientEx, flags) == 144);
+    assert!(size_of::<PeerMemoryClientEx>() == 152);
+    // The version plus NUL must leave `version[15]` free for the mark.
+    assert!(VERSION.len() < EX_MARK_INDEX);
+};
+
+/// What a peer-memory client does; the core calls it through [`Adapter`].
+pub(crate) trait PeerMemoryClient {
+    /// The context the core keeps from acquire to release.
+    type Context: ForeignOwnable;
+
+    /// "Is `[addr, addr + size)` yours?": `Some(context)` if so.
+    fn acquire(addr: u64, size: u64) -> Option<Self::Context>;
+
+    /// Pins the memory; `core_context` is the invalidation ticket.
+    fn get_pages(
+        context: <Self::Context as ForeignOwnable>::Borrowed<'_>,
+        addr: u64,
+        size: u64,
+        core_context: u64,
+    ) -> Result;
+
+    /// Maps for `peer` and fills `sg_head`; returns the number of entries.
+    fn dma_map(
+        context: <Self::Context as ForeignOwnable>::Borrowed<'_>,
+        sg_head: &mut bindings::sg_table,
+        peer: Option<PciDevice>,
+    ) -> Result<u32>;
+
+    /// Unmaps (a no-op after an invalidation).
+    fn dma_unmap(context: <Self::Context as ForeignOwnable>::Borrowed<'_>, sg_head: &bindings::sg_table);
+
+    /// Unpins (a no-op after an invalidation).
+    fn put_pages(context: <Self::Context as ForeignOwnable>::Borrowed<'_>, sg_head: &bindings::sg_table);
+
+    /// The page size the core trims the SG table with.
+    fn page_size(context: <Self::Context as ForeignOwnable>::Borrowed<'_>) -> u64;
+
+    /// Undoes acquire.
+    fn release(context: Self::Context);
+}
+
+/// The C callbacks of a [`PeerMemoryClient`].
+pub(crate) struct Adapter<T>(PhantomData<T>);
+
+impl<T: PeerMemoryClient> Adapter<T> {
+    /// # Safety
+    ///
+    /// Called by the core only, with a valid `client_context` out-pointer.
+    unsafe extern "C" fn acquire(
+        addr: c_ulong,
+        size: usize,
+        _peer_mem_private_data: *mut c_void,
+        _peer_mem_name: *mut c_char,
+        client_context: *mut *mut c_void,
+    ) -> c_int {
+        if client_context.is_null() {
+            return 0;
+        }
+        match T::acquire(addr as u64, size as u64) {
+            Some(context) => {
+                // SAFETY: `client_context` is a valid out-pointer (checked
+                // non-null; the core passes its own variable).
+                unsafe { *client_context = context.into_foreign().cast_mut() };
+                1
+            }
+            None => 0,
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the core only, with a `client_context` from `acquire` that
+    /// was not released.
+    unsafe extern "C" fn get_pages(
+        addr: c_ulong,
+        size: usize,
+        _write: c_int,
+        _force: c_int,
+        _sg_head: *mut bindings::sg_table,
+        client_context: *mut c_void,
+        core_context: u64,
+    ) -> c_int {
+        // SAFETY: `client_context` came from `into_foreign` in `acquire` and
+        // is not released yet (function's safety requirements).
+        let context = unsafe { T::Context::borrow(client_context) };
+        match T::get_pages(context, addr as u64, size as u64, core_context) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the core only: `sg_head` and `nmap` valid for the call,
+    /// `client_context` from `acquire` and not released, `dma_device` a
+    /// device that outlives the mapping.
+    unsafe extern "C" fn dma_map(
+        sg_head: *mut bindings::sg_table,
+        client_context: *mut c_void,
+        dma_device: *mut bindings::device,
+        _dmasync: c_int,
+        nmap: *mut c_int,
+    ) -> c_int {
+        if sg_head.is_null() || nmap.is_null() {
+            return EINVAL.to_errno();
+        }
+        // SAFETY: as in `get_pages`.
+        let context = unsafe { T::Context::borrow(client_context) };
+        // SAFETY: the core's device outlives the mapping (function's safety
+        // requirements).
+        let peer = unsafe { PciDevice::from_dma_device(dma_device) };
+        // SAFETY: `sg_head` is valid and exclusively ours for the call.
+        let sg_head = unsafe { &mut *sg_head };
+        match T::dma_map(context, sg_head, peer) {
+            Ok(entries) => {
+                // SAFETY: `nmap` is valid for the call (checked non-null).
+                unsafe { *nmap = entries as c_int };
+                0
+            }
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// As `dma_map`.
+    unsafe extern "C" fn dma_unmap(
+        sg_head: *mut bindings::sg_table,
+        client_context: *mut c_void,
+        _dma_device: *mut bindings::device,
+    ) -> c_int {
+        if sg_head.is_null() {
+            return 0;
+        }
+        // SAFETY: as in `get_pages`.
+        let context = unsafe { T::Context::borrow(client_context) };
+        // SAFETY: `sg_head` is valid for the call.
+        T::dma_unmap(context, unsafe { &*sg_head });
+        0
+    }
+
+    /// # Safety
+    ///
+    /// As `dma_map`.
+    unsafe extern "C" fn put_pages(sg_head: *mut bindings::sg_table, client_context: *mut c_void) {
+        if sg_head.is_null() {
+            return;
+        }
+        // SAFETY: as in `get_pages`.
+        let context = unsafe { T::Context::borrow(client_context) };
+        // SAFETY: `sg_head` is valid for the call.
+        T::put_pages(context, unsafe { &*sg_head });
+    }
+
+    /// # Safety
+    ///
+    /// As `get_pages`.
+    unsafe extern "C" fn get_page_size(client_context: *mut c_void) -> c_ulong {
+        // SAFETY: as in `get_pages`.
+        let context = unsafe { T::Context::borrow(client_context) };
+        T::page_size(context) as c_ulong
+    }
+
+    /// # Safety
+    ///
+    /// Called by the core only, once, with a `client_context` from
+    /// `acquire`; the core does not use it afterwards.
+    unsafe extern "C" fn release(client_context: *mut c_void) {
+        // SAFETY: the core hands back the ownership `acquire` gave it.
+        let context = unsafe { T::Context::from_foreign(client_context) };
+        T::release(context);
+    }
+}
+
+/// A `peer_memory_client_ex` table, read by the core only.
+#[repr(transparent)]
+pub(crate) struct ClientTable(PeerMemoryClientEx);
+
+// SAFETY: the table is immutable; its pointers are to functions and nothing
+// in it is ever written after const initialisation.
+unsafe impl Sync for ClientTable {}
+
+/// Copies `s` into a NUL-padded C string buffer.
+const fn c_string<const N: usize>(s: &str) -> [c_char; N] {
+    let bytes = s.as_bytes();
+    assert!(bytes.len() < N);
+    let mut out = [0; N];
+    let mut i = 0;
+    while i < bytes.len() {
+        out[i] = bytes[i];
+        i += 1;
+    }
+    out
+}
+
+impl ClientTable {
+    /// The table of client `T` named `name`, for `abi`.
+    pub(crate) const fn new<T: PeerMemoryClient>(name: &str, abi: PeerDirectAbi) -> Self {
+        let mut version = c_string::<VERSION_MAX>(VERSION);
+        let (ex_size, flags) = match abi {
+            PeerDirectAbi::Extended => {
+                version[EX_MARK_INDEX] = 1;
+                (size_of::<PeerMemoryClientEx>(), INVALIDATE_UNMAPS)
+            }
+            PeerDirectAbi::Legacy => (0, 0),
+        };
+        Self(PeerMemoryClientEx {
+            client: sys::peer_memory_client {
+                name: c_string::<NAME_MAX>(name),
+                version,
+                acquire: Some(Adapter::<T>::acquire),
+                get_pages: Some(Adapter::<T>::get_pages),
+                dma_map: Some(Adapter::<T>::dma_map),
+                dma_unmap: Some(Adapter::<T>::dma_unmap),
+                put_pages: Some(Adapter::<T>::put_pages),
+                get_page_size: Some(Adapter::<T>::get_page_size),
+                release: Some(Adapter::<T>::release),
+            },
+            ex_size,
+            flags,
+        })
+    }
+
+    /// The table as the core takes it.
+    pub(crate) fn as_raw(&'static self) -> *const sys::peer_memory_client {
+        &raw const self.0.client
+    }
+
+    /// The whole table.
+    pub(crate) fn ex(&self) -> &PeerMemoryClientEx {
+        &self.0
+    }
+
+    /// The client's name.
+    pub(crate) fn name(&self) -> &str {
+        let name = &self.0.client.name;
+        let len = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+        core::str::from_utf8(&name[..len]).unwrap_or("?")
+    }
+}
+
+/// The client that pins with a free callback and invalidates through the
+/// core.
+pub(crate) struct Invalidating;
+
+/// The client that pins persistently (no invalidation).
+pub(crate) struct Persistent;
+
+/// Forwards the callbacks of a client kind to [`Registration`].
+macro_rules! forward_to_registration {
+    ($client:ty, $kind:expr) => {
+        impl PeerMemoryClient for $client {
+            type Context = Arc<Registration>;
+
+            fn acquire(addr: u64, size: u64) -> Option<Arc<Registration>> {
+                Registration::acquire($kind, addr, size)
+            }
+
+            fn get_pages(
+                context: ArcBorrow<'_, Registration>,
+                addr: u64,
+                size: u64,
+                core_context: u64,
+            ) -> Result {
+                Registration::get_pages(context, addr, size, core_context)
+            }
+
+            fn dma_map(
+                context: ArcBorrow<'_, Registration>,
+                sg_head: &mut bindings::sg_table,
+                peer: Option<PciDevice>,
+            ) -> Result<u32> {
+                context.dma_map(sg_head, peer)
+            }
+
+            fn dma_unmap(context: ArcBorrow<'_, Registration>, sg_head: &bindings::sg_table) {
+                context.dma_unmap(sg_head)
+            }
+
+            fn put_pages(context: ArcBorrow<'_, Registration>, sg_head: &bindings::sg_table) {
+                context.put_pages(sg_head)
+            }
+
+            fn page_size(context: ArcBorrow<'_, Registration>) -> u64 {
+                context.page_size()
+            }
+
+            fn release(context: Arc<Registration>) {
+                Registration::release(context)
+            }
+        }
+    };
+}
+
+forward_to_registration!(Invalidating, PinKind::Invalidating);
+forward_to_registration!(Persistent, PinKind::Persistent);
+
+/// Invalidating `nv_mem`, extended ABI.
+pub(crate) static NV_MEM_INVALIDATING_EX: ClientTable =
+    ClientTable::new::<Invalidating>("nv_mem", PeerDirectAbi::Extended);
+/// Invalidating `nv_mem`, legacy ABI.
+pub(crate) static NV_MEM_INVALIDATING_LEGACY: ClientTable =
+    ClientTable::new::<Invalidating>("nv_mem", PeerDirectAbi::Legacy);
+/// Persistent `nv_mem`, extended ABI.
+pub(crate) static NV_MEM_PERSISTENT_EX: ClientTable =
+    ClientTable::new::<Persistent>("nv_mem", PeerDirectAbi::Extended);
+/// Persistent `nv_mem`, legacy ABI.
+pub(crate) static NV_MEM_PERSISTENT_LEGACY: ClientTable =
+    ClientTable::new::<Persistent>("nv_mem", PeerDirectAbi::Legacy);
+/// Persistent `nv_mem_nc`, extended ABI.
+pub(crate) static NV_MEM_NC_EX: ClientTable =
+    ClientTable::new::<Persistent>("nv_mem_nc", PeerDirectAbi::Extended);
+/// Persistent `nv_mem_nc`, legacy ABI.
+pub(crate) static NV_MEM_NC_LEGACY: ClientTable =
+    ClientTable::new::<Persistent>("nv_mem_nc", PeerDirectAbi::Legacy);
+
+/// One client to register: its table and whether it invalidates.
+pub(crate) struct ClientSpec {
+    /// The table.
+    pub(crate) table: &'static ClientTable,
+    /// Whether it registers with an invalidate function.
+    pub(crate) invalidating: bool,
+}
+
+/// The clients to register, in order, for a configuration.
+pub(crate) fn clients_for(set: ClientSet, abi: PeerDirectAbi) -> [Option<ClientSpec>; 2] {
+    let ex = abi == PeerDirectAbi::Extended;
+    match set {
+        ClientSet::PersistentOnly => [
+            Some(ClientSpec {
+                table: if ex { &NV_MEM_PERSISTENT_EX } else { &NV_MEM_PERSISTENT_LEGACY },
+                invalidating: false,
+            }),
+            None,
+        ],
+        ClientSet::InvalidatingAndPersistent => [
+            Some(ClientSpec {
+                table: if ex { &NV_MEM_INVALIDATING_EX } else { &NV_MEM_INVALIDATING_LEGACY },
+                invalidating: true,
+            }),
+            Some(ClientSpec {
+                table: if ex { &NV_MEM_NC_EX } else { &NV_MEM_NC_LEGACY },
+                invalidating: false,
+            }),
+        ],
+    }
+}

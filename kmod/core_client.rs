@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Registration of a client table with the PeerDirect core, and the core's
+//! invalidate function for the invalidating client.
+//!
+//! C header: `rdma/peer_mem.h` (MLNX_OFED), or `ffi/include/rdma/peer_mem.h`.
+
+use crate::client::ClientTable;
+use crate::sys;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use kernel::{error::to_result, ffi::c_void, prelude::*};
+
+/// The core's `invalidate_peer_memory` function type.
+type InvalidateFn = unsafe extern "C" fn(*mut c_void, u64) -> kernel::ffi::c_int;
+
+/// Where the registration handle and the invalidate function of the
+/// invalidating client are published for its registrations.
+///
+/// # Invariants
+///
+/// When `handle` is non-null, `invalidate` holds the non-null invalidate
+/// function the core returned with that handle (stored before it with
+/// release ordering), and both stay valid until `handle` is cleared, which
+/// happens only after `ib_unregister_peer_memory_client` returned.
+pub(crate) struct InvalidationSlot {
+    handle: AtomicPtr<c_void>,
+    invalidate: AtomicUsize,
+}
+
+impl InvalidationSlot {
+    const fn new() -> Self {
+        Self {
+            handle: AtomicPtr::new(core::ptr::null_mut()),
+            invalidate: AtomicUsize::new(0),
+        }
+    }
+
+    /// Whether the client is registered with the core.
+    pub(crate) fn is_ready(&self) -> bool {
+        !self.handle.load(Ordering::Acquire).is_null()
+    }
+
+    /// Asks the core to invalidate the registration with `ticket`.
+    pub(crate) fn invalidate(&self, ticket: u64) -> Result {
+        let handle = self.handle.load(Ordering::Acquire);
+        if handle.is_null() {
+            return Err(ENODEV);
+        }
+        let f = self.invalidate.load(Ordering::Relaxed);
+        // SAFETY: by the type invariant a non-null handle comes with a valid
+        // invalidate function stored as `usize`, so the transmute gives it back.
+        let f: InvalidateFn = unsafe { core::mem::transmute::<usize, InvalidateFn>(f) };
+        // SAFETY: FFI call to the core's invalidate function with its handle,
+        // both valid while the client is registered (type invariant).
+        to_result(unsafe { f(handle, ticket) })
+    }
+}
+
+/// The slot of the invalidating `nv_mem` client.
+pub(crate) static INVALIDATION: InvalidationSlot = InvalidationSlot::new();
+
+/// A client table registered with the core; unregistered when dropped.
+///
+/// # Invariants
+///
+/// `handle` is what `ib_register_peer_memory_client(table)` returned, not
+/// yet unregistered. `slot` is published for it when set.
+pub(crate) struct CoreRegistration {
+    handle: NonNull<c_void>,
+    name: &'static str,
+    slot: Option<&'static InvalidationSlot>,
+}
+
+// SAFETY: the core's handle may be used from any thread.
+unsafe impl Send for CoreRegistration {}
+// SAFETY: `&CoreRegistration` gives no access to the handle.
+unsafe impl Sync for CoreRegistration {}
+
+impl CoreRegistration {
+    /// Registers `table`. With `slot`, as an invalidating client whose
+    /// invalidate function is published there; without, as a persistent
+    /// client (no invalidate function).
+    pub(crate) fn register(
+        table: &'static ClientTable,
+        slot: Option<&'static InvalidationSlot>,
+    ) -> Result<Self> {
+        let mut invalidate: Option<InvalidateFn> = None;
+        let out = match slot {
+            Some(_) => &raw mut invalidate,
+            None => core::ptr::null_mut(),
+        };
+        // SAFETY: FFI call; `table` is a complete client table that lives
+        // for ever, `out` is null or points at `invalidate`, which has the
+        // layout of a nullable C function pointer.
+        let handle = unsafe { sys::ib_register_peer_memory_client(table.as_raw(), out.cast()) };
+        let Some(handle) = NonNull::new(handle) else {
+            pr_err!(
+                "the PeerDirect core refused client \"{}\": another peer-memory client named \"{}\" is probably loaded; unload it first (rmmod nvidia_peermem nv_peer_mem)\n",
+                table.name(),
+                table.name()
+            );
+            return Err(EBUSY);
+        };
+        // INVARIANT: registered just above.
+        let mut this = Self {
+            handle,
+            name: table.name(),
+            slot: None,
+        };
+        if let Some(slot) = slot {
+            let Some(f) = invalidate else {
+                pr_err!(
+                    "the PeerDirect core gave no invalidate function to \"{}\"\n",
+                    table.name()
+                );
+                return Err(EINVAL); // `this` unregisters.
+            };
+            slot.invalidate.store(f as usize, Ordering::Relaxed);
+            slot.handle.store(handle.as_ptr(), Ordering::Release);
+            this.slot = Some(slot);
+        }
+        Ok(this)
+    }
+
+    /// The client's name.
+    pub(crate) fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl Drop for CoreRegistration {
+    fn drop(&mut self) {
+        // Blocks until every registration of this client is released.
+        // SAFETY: FFI call with the handle we registered (type invariant).
+        unsafe { sys::ib_unregister_peer_memory_client(self.handle.as_ptr()) };
+        if let Some(slot) = self.slot {
+            slot.handle.store(core::ptr::null_mut(), Ordering::Release);
+            slot.invalidate.store(0, Ordering::Relaxed);
+        }
+    }
+}

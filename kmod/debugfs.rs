@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! debugfs `nvidia_peermem_rs/` (root only, 0400): `registrations` lists
+//! the live registrations, `stats` the counters.
+//!
+//! Each file is a `seq_file` whose show function comes from a [`SeqShow`]
+//! implementation through a generic adapter and a const-built
+//! `file_operations` in a `Sync` static.
+
+use crate::registry;
+use crate::stats::{self, ErrorKind, STATS};
+use crate::sys;
+use core::fmt::{self, Write};
+use kernel::{
+    bindings, c_str,
+    ffi::{c_int, c_void},
+};
+
+/// Writes formatted text into a `seq_file`.
+///
+/// # Invariants
+///
+/// `0` is the `seq_file` of a show callback that is running.
+pub(crate) struct SeqWriter(*mut bindings::seq_file);
+
+impl Write for SeqWriter {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        // SAFETY: the `seq_file` is valid during the show callback (type
+        // invariant); `s` is valid for `s.len()` bytes.
+        unsafe { bindings::seq_write(self.0, s.as_ptr().cast(), s.len()) };
+        // On overflow seq_file retries the whole show with a bigger buffer.
+        Ok(())
+    }
+}
+
+/// The content of one debugfs file.
+pub(crate) trait SeqShow {
+    /// Writes the whole content.
+    fn show(w: &mut SeqWriter) -> fmt::Result;
+}
+
+/// # Safety
+///
+/// Called by `seq_read` only, with a valid `seq_file`.
+unsafe extern "C" fn show_callback<T: SeqShow>(m: *mut bindings::seq_file, _v: *mut c_void) -> c_int {
+    // INVARIANT: `m` is valid for the duration of this callback.
+    let mut w = SeqWriter(m);
+    let _ = T::show(&mut w);
+    0
+}
+
+/// # Safety
+///
+/// Called by the VFS only, with valid `inode` and `file`.
+unsafe extern "C" fn open_callback<T: SeqShow>(_inode: *mut bindings::inode, file: *mut bindings::file) -> c_int {
+    // SAFETY: FFI call with the VFS's file; `show_callback::<T>` has the
+    // signature `single_open` expects.
+    unsafe { bindings::single_open(file, Some(show_callback::<T>), core::ptr::null_mut()) }
+}
+
+/// A `file_operations` table, never written after const initialisation.
+#[repr(transparent)]
+struct FileOps(bindings::file_operations);
+
+// SAFETY: immutable; only function pointers and the module pointer inside.
+unsafe impl Sync for FileOps {}
+
+impl FileOps {
+    const fn new<T: SeqShow>() -> Self {
+        Self(bindings::file_operations {
+            owner: crate::THIS_MODULE.as_ptr(),
+            open: Some(open_callback::<T>),
+            read: Some(bindings::seq_read),
+            llseek: Some(bindings::seq_lseek),
+            release: Some(bindings::single_release),
+            // SAFETY: all-zero is valid for the remaining fields (null
+            // pointers, `None` callbacks, zero flags).
+            ..unsafe { core::mem::zeroed() }
+        })
+    }
+}
+
+/// `registrations`: a count line, then one line per live registration.
+struct RegistrationsFile;
+
+impl SeqShow for RegistrationsFile {
+    fn show(w: &mut SeqWriter) -> fmt::Result {
+        let entries = registry::lock();
+        writeln!(w, "count {}", entries.len())?;
+        for registration in entries.iter() {
+            registration.describe(w)?;
+        }
+        Ok(())
+    }
+}
+
+/// `stats`: `name value` lines.
+struct StatsFile;
+
+impl SeqShow for StatsFile {
+    fn show(w: &mut SeqWriter) -> fmt::Result {
+        let s = &STATS;
+        writeln!(w, "registrations_live {}", registry::count())?;
+        writeln!(w, "acquired {}", stats::get(&s.acquired))?;
+        writeln!(w, "declined {}", stats::get(&s.declined))?;
+        writeln!(w, "released {}", stats::get(&s.released))?;
+        writeln!(w, "pinned_pages {}", stats::get(&s.pinned_pages))?;
+        writeln!(w, "pinned_bytes {}", stats::get(&s.pinned_bytes))?;
+        writeln!(w, "dma_mappings {}", stats::get(&s.mappings))?;
+        writeln!(w, "invalidations {}", stats::get(&s.invalidations))?;
+        writeln!(w, "core_invalidations {}", stats::get(&s.core_invalidations))?;
+        writeln!(
+            w,
+            "skipped_after_invalidation {}",
+            stats::get(&s.skipped_after_invalidation)
+        )?;
+        for kind in ErrorKind::ALL {
+            writeln!(w, "error_{} {}", kind.name(), s.errors(kind))?;
+        }
+        Ok(())
+    }
+}
+
+static REGISTRATIONS_FOPS: FileOps = FileOps::new::<RegistrationsFile>();
+static STATS_FOPS: FileOps = FileOps::new::<StatsFile>();
+
+/// The debugfs directory; removed (with its files) when dropped.
+///
+/// # Invariants
+///
+/// `0` is what `debugfs_create_dir` returned (possibly an error pointer,
+/// which debugfs functions accept and ignore).
+pub(crate) struct Dir(*mut bindings::dentry);
+
+// SAFETY: a dentry may be removed from any thread.
+unsafe impl Send for Dir {}
+// SAFETY: `&Dir` gives no access to the dentry.
+unsafe impl Sync for Dir {}
+
+impl Dir {
+    /// Creates `nvidia_peermem_rs/` and its files. Failures (e.g. no
+    /// debugfs) only lose the files.
+    pub(crate) fn create() -> Self {
+        // SAFETY: FFI call with a NUL-terminated name and no parent.
+        let dir = unsafe { sys::debugfs_create_dir(c_str!("nvidia_peermem_rs").as_char_ptr(), core::ptr::null_mut()) };
+        for (name, fops) in [
+            (c_str!("registrations"), &REGISTRATIONS_FOPS),
+            (c_str!("stats"), &STATS_FOPS),
+        ] {
+            // SAFETY: FFI call; the name is NUL-terminated, `dir` came from
+            // debugfs, `fops` is a static table whose `owner` pins us while
+            // the file is open.
+            unsafe {
+                sys::debugfs_create_file(name.as_char_ptr(), 0o400, dir, core::ptr::null_mut(), &fops.0)
+            };
+        }
+        // INVARIANT: `dir` is what debugfs returned.
+        Self(dir)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        // SAFETY: FFI call with what `debugfs_create_dir` returned (type
+        // invariant); removes the files too.
+        unsafe { sys::debugfs_remove(self.0) };
+    }
+}

@@ -1,0 +1,543 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Page tables and DMA mappings of the NVIDIA P2P kernel API as owned Rust
+//! values: pinning returns a [`PageTable`], mapping a [`DmaMapping`] kept in
+//! a [`Pinned`], and dropping them unmaps and unpins. Objects killed by the
+//! provider's free callback are released with [`Pinned::free_dead`].
+//!
+//! C header: `nvidia/nv-p2p.h` (NVIDIA driver), or `ffi/include/nvidia/nv-p2p.h`.
+
+use crate::range::GpuRange;
+use crate::stats::{ErrorKind, Failure, STATS};
+use crate::sys;
+use core::mem::ManuallyDrop;
+use core::ptr::NonNull;
+use core::sync::atomic::Ordering;
+use kernel::{bindings, error::to_result, ffi::c_void, prelude::*, types::ForeignOwnable};
+
+/// What the provider's free callback does with the data it was given.
+pub(crate) trait FreeCallback {
+    /// The data handed to the provider with the pin. The provider owns it
+    /// until it calls the callback, or until the pages are put successfully.
+    type Data: ForeignOwnable;
+
+    /// Called by the provider when the application frees the memory
+    /// (cudaFree, process exit), with the provider's lock held. After this
+    /// returns, the page table and its mappings are dead.
+    fn on_free(data: <Self::Data as ForeignOwnable>::Borrowed<'_>);
+}
+
+/// The `free_callback` given to `nvidia_p2p_get_pages`.
+///
+/// # Safety
+///
+/// Called by the provider only, once at most, with the `data` that
+/// [`PageTable::pin_invalidating::<T>`] passed, and only while the pages
+/// were not put successfully.
+unsafe extern "C" fn free_callback<T: FreeCallback>(data: *mut c_void) {
+    // SAFETY: `data` came from `T::Data::into_foreign` and, by the function's
+    // safety requirements, the provider still owns it: nothing reclaimed it.
+    let borrowed = unsafe { T::Data::borrow(data) };
+    T::on_free(borrowed);
+    // SAFETY: as above; the provider hands its ownership back with this call,
+    // and `borrowed` is gone.
+    drop(unsafe { T::Data::from_foreign(data) });
+}
+
+/// Takes back the data of a pin that was put successfully.
+///
+/// # Safety
+///
+/// `data` must come from `T::Data::into_foreign` and must not be used again
+/// by the provider (the pages were put, so the callback never runs).
+unsafe fn reclaim_callback_data<T: FreeCallback>(data: *const c_void) {
+    // SAFETY: guaranteed by the function's safety requirements.
+    drop(unsafe { T::Data::from_foreign(data) });
+}
+
+/// The free callback's data, owned by the provider while pinned.
+struct CallbackData {
+    data: *const c_void,
+    reclaim: unsafe fn(*const c_void),
+}
+
+/// Whether a version word is compatible with ours (same major, minor not
+/// older).
+pub(crate) const fn version_compatible(theirs: u32, ours: u32) -> bool {
+    theirs >> 16 == ours >> 16 && (theirs & 0xffff) >= (ours & 0xffff)
+}
+
+/// Human name of a `nvidia_p2p_page_size_type`.
+pub(crate) const fn page_size_name(page_size: u32) -> &'static str {
+    match page_size {
+        sys::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_4KB => "4 KiB",
+        sys::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB => "64 KiB",
+        sys::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_128KB => "128 KiB",
+        _ => "unknown",
+    }
+}
+
+/// A range of GPU memory pinned through the P2P API.
+///
+/// # Invariants
+///
+/// `ptr` is the page table that `nvidia_p2p_get_pages` (with `callback`) or
+/// `nvidia_p2p_get_pages_persistent` (without) returned for `range`, and it
+/// has been neither put nor freed. Its pages are counted in the statistics.
+pub(crate) struct PageTable {
+    ptr: NonNull<sys::nvidia_p2p_page_table>,
+    range: GpuRange,
+    callback: Option<CallbackData>,
+}
+
+// SAFETY: the page table is a provider object usable from any thread; the
+// callback data is only moved, never dereferenced here.
+unsafe impl Send for PageTable {}
+
+impl PageTable {
+    /// Pins `range` with a free callback carrying `data`.
+    pub(crate) fn pin_invalidating<T: FreeCallback>(
+        range: GpuRange,
+        data: T::Data,
+    ) -> core::result::Result<Self, Error> {
+        let data = data.into_foreign();
+        let mut ptr = core::ptr::null_mut();
+        // SAFETY: FFI call; `ptr` is a valid out-pointer, `free_callback::<T>`
+        // matches the callback type and is given the data it expects.
+        let rc = unsafe {
+            sys::nvidia_p2p_get_pages(
+                0,
+                0,
+                range.start(),
+                range.len(),
+                &mut ptr,
+                Some(free_callback::<T>),
+                data.cast_mut(),
+            )
+        };
+        let pinned = to_result(rc).and_then(|()| NonNull::new(ptr).ok_or(EINVAL));
+        match pinned {
+            Ok(ptr) => Ok(Self::new(
+                ptr,
+                range,
+                Some(CallbackData {
+                    data,
+                    reclaim: reclaim_callback_data::<T>,
+                }),
+            )),
+            Err(e) => {
+                // SAFETY: the pin failed, so the provider never took the data.
+                unsafe { reclaim_callback_data::<T>(data) };
+                Err(e)
+            }
+        }
+    }
+
+    /// Pins `range` for good: no free callback, the memory stays until put.
+    pub(crate) fn pin_persistent(range: GpuRange) -> core::result::Result<Self, Error> {
+        let mut ptr = core::ptr::null_mut();
+        // SAFETY: FFI call; `ptr` is a valid out-pointer.
+        let rc = unsafe {
+            sys::nvidia_p2p_get_pages_persistent(
+                range.start(),
+                range.len(),
+                &mut ptr,
+                sys::NVIDIA_P2P_FLAGS_DEFAULT,
+            )
+        };
+        to_result(rc)?;
+        let ptr = NonNull::new(ptr).ok_or(EINVAL)?;
+        Ok(Self::new(ptr, range, None))
+    }
+
+    fn new(
+        ptr: NonNull<sys::nvidia_p2p_page_table>,
+        range: GpuRange,
+        callback: Option<CallbackData>,
+    ) -> Self {
+        STATS
+            .pinned_pages
+            .fetch_add(u64::from(range.pages()), Ordering::Relaxed);
+        STATS.pinned_bytes.fetch_add(range.len(), Ordering::Relaxed);
+        // INVARIANT: the caller pinned `range` and got `ptr`; counted above.
+        Self {
+            ptr,
+            range,
+            callback,
+        }
+    }
+
+    fn raw(&self) -> &sys::nvidia_p2p_page_table {
+        // SAFETY: by the type invariant the page table is alive, and the
+        // provider does not change it while pinned.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    /// The pinned range.
+    pub(crate) fn range(&self) -> GpuRange {
+        self.range
+    }
+
+    /// Checks that the provider gave what we can use: a compatible version,
+    /// 64 KiB pages and one entry per GPU page of the range.
+    pub(crate) fn validate(&self) -> core::result::Result<(), Failure> {
+        let pt = self.raw();
+        if !version_compatible(pt.version, sys::NVIDIA_P2P_PAGE_TABLE_VERSION) {
+            pr_err!(
+                "refusing [{:#x}, {:#x}): page table version {:#010x} is incompatible with {:#010x}\n",
+                self.range.start(),
+                self.range.end(),
+                pt.version,
+                sys::NVIDIA_P2P_PAGE_TABLE_VERSION
+            );
+            return Err(Failure::new(ErrorKind::PageTableVersion, EINVAL));
+        }
+        if pt.page_size != sys::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB {
+            pr_err!(
+                "refusing [{:#x}, {:#x}): GPU page size is {} (type {}), only 64 KiB pages are supported\n",
+                self.range.start(),
+                self.range.end(),
+                page_size_name(pt.page_size),
+                pt.page_size
+            );
+            return Err(Failure::new(ErrorKind::PageSize, EINVAL));
+        }
+        if pt.entries != self.range.pages() || pt.pages.is_null() {
+            pr_err!(
+                "refusing [{:#x}, {:#x}): page table has {} entries for {} GPU pages\n",
+                self.range.start(),
+                self.range.end(),
+                pt.entries,
+                self.range.pages()
+            );
+            return Err(Failure::new(ErrorKind::PageTableVersion, EINVAL));
+        }
+        Ok(())
+    }
+
+    /// Unpins. On failure the page table is handed back, still pinned.
+    pub(crate) fn unpin(self) -> core::result::Result<(), (Self, Error)> {
+        let rc = match self.callback {
+            // SAFETY: FFI call with the page table and address we pinned.
+            Some(_) => unsafe { sys::nvidia_p2p_put_pages(0, 0, self.range.start(), self.ptr.as_ptr()) },
+            // SAFETY: FFI call with the page table and address we pinned.
+            None => unsafe {
+                sys::nvidia_p2p_put_pages_persistent(
+                    self.range.start(),
+                    self.ptr.as_ptr(),
+                    sys::NVIDIA_P2P_FLAGS_DEFAULT,
+                )
+            },
+        };
+        if let Err(e) = to_result(rc) {
+            return Err((self, e));
+        }
+        let this = ManuallyDrop::new(self);
+        this.uncount();
+        if let Some(cb) = &this.callback {
+            // SAFETY: the pages were put, so the provider never calls the
+            // callback and gives the data back.
+            unsafe { (cb.reclaim)(cb.data) };
+        }
+        Ok(())
+    }
+
+    /// Releases a page table after the provider's free callback: it is no
+    /// longer pinned, only its memory is left.
+    ///
+    /// # Safety
+    ///
+    /// The provider has called the free callback of this page table.
+    unsafe fn free_dead(self) {
+        let this = ManuallyDrop::new(self);
+        this.uncount();
+        // SAFETY: FFI call; the free callback for this page table has run
+        // (function's safety requirements).
+        let rc = unsafe { sys::nvidia_p2p_free_page_table(this.ptr.as_ptr()) };
+        if let Err(e) = to_result(rc) {
+            STATS.error(ErrorKind::Free);
+            pr_err!(
+                "nvidia_p2p_free_page_table failed ({:?}) for [{:#x}, {:#x})\n",
+                e,
+                this.range.start(),
+                this.range.end()
+            );
+        }
+    }
+
+    fn uncount(&self) {
+        STATS
+            .pinned_pages
+            .fetch_sub(u64::from(self.range.pages()), Ordering::Relaxed);
+        STATS
+            .pinned_bytes
+            .fetch_sub(self.range.len(), Ordering::Relaxed);
+    }
+}
+
+impl Drop for PageTable {
+    fn drop(&mut self) {
+        // Unpin through a copy of the handle; on failure the pages stay
+        // pinned (and counted) and the provider keeps the callback data.
+        let this = PageTable {
+            ptr: self.ptr,
+            range: self.range,
+            callback: self.callback.take(),
+        };
+        if let Err((leaked, e)) = this.unpin() {
+            STATS.error(ErrorKind::PutPages);
+            pr_err!(
+                "unpinning [{:#x}, {:#x}) failed ({:?}): left pinned\n",
+                leaked.range.start(),
+                leaked.range.end(),
+                e
+            );
+            core::mem::forget(leaked);
+        }
+    }
+}
+
+/// The DMA device the core maps for (the HCA), as a PCI device.
+///
+/// # Invariants
+///
+/// `0` is a valid `struct pci_dev` that the core keeps alive while the
+/// registration it is used for is mapped.
+#[derive(Clone, Copy)]
+pub(crate) struct PciDevice(NonNull<bindings::pci_dev>);
+
+// SAFETY: a `pci_dev` may be used from any thread.
+unsafe impl Send for PciDevice {}
+
+impl PciDevice {
+    /// The PCI device of the core's `dma_device`; `None` for a non-PCI one.
+    ///
+    /// # Safety
+    ///
+    /// `dev` must be null or a valid device that stays alive while the
+    /// registration it is used for is mapped.
+    pub(crate) unsafe fn from_dma_device(dev: *mut bindings::device) -> Option<Self> {
+        // SAFETY: FFI call; `dev` is null or valid (function's requirements).
+        let pci = unsafe { sys::pm_shim_to_pci_dev(dev) };
+        // INVARIANT: the shim returns the `pci_dev` containing `dev`, which
+        // lives as long as `dev`.
+        NonNull::new(pci).map(Self)
+    }
+}
+
+/// A DMA mapping of a page table for a PCI device.
+///
+/// # Invariants
+///
+/// `ptr` is the mapping that `nvidia_p2p_dma_map_pages(peer, page_table)`
+/// returned, neither unmapped nor freed; `page_table` outlives it (it is the
+/// page table of the [`Pinned`] that owns this mapping).
+struct DmaMapping {
+    ptr: NonNull<sys::nvidia_p2p_dma_mapping>,
+    peer: PciDevice,
+    page_table: NonNull<sys::nvidia_p2p_page_table>,
+}
+
+// SAFETY: the mapping is a provider object usable from any thread.
+unsafe impl Send for DmaMapping {}
+
+impl DmaMapping {
+    fn raw(&self) -> &sys::nvidia_p2p_dma_mapping {
+        // SAFETY: by the type invariant the mapping is alive.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    fn unmap(self) -> core::result::Result<(), (Self, Error)> {
+        // SAFETY: FFI call with the objects the mapping was made from, all
+        // alive by the type invariant.
+        let rc = unsafe {
+            sys::nvidia_p2p_dma_unmap_pages(
+                self.peer.0.as_ptr(),
+                self.page_table.as_ptr(),
+                self.ptr.as_ptr(),
+            )
+        };
+        match to_result(rc) {
+            Ok(()) => {
+                STATS.mappings.fetch_sub(1, Ordering::Relaxed);
+                core::mem::forget(self);
+                Ok(())
+            }
+            Err(e) => Err((self, e)),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// The provider has called the free callback of the mapped page table.
+    unsafe fn free_dead(self) {
+        let this = ManuallyDrop::new(self);
+        STATS.mappings.fetch_sub(1, Ordering::Relaxed);
+        // SAFETY: FFI call; the free callback of the page table has run
+        // (function's safety requirements).
+        let rc = unsafe { sys::nvidia_p2p_free_dma_mapping(this.ptr.as_ptr()) };
+        if let Err(e) = to_result(rc) {
+            STATS.error(ErrorKind::Free);
+            pr_err!("nvidia_p2p_free_dma_mapping failed ({:?})\n", e);
+        }
+    }
+}
+
+impl Drop for DmaMapping {
+    fn drop(&mut self) {
+        let this = DmaMapping {
+            ptr: self.ptr,
+            peer: self.peer,
+            page_table: self.page_table,
+        };
+        if let Err((leaked, e)) = this.unmap() {
+            STATS.error(ErrorKind::DmaUnmap);
+            pr_err!("nvidia_p2p_dma_unmap_pages failed ({:?}): mapping left\n", e);
+            core::mem::forget(leaked);
+        }
+    }
+}
+
+/// Pinned GPU memory and, once mapped, its DMA mapping. Dropping it unmaps
+/// and unpins.
+pub(crate) struct Pinned {
+    // Declared first: dropped (unmapped) before the page table is unpinned.
+    mapping: Option<DmaMapping>,
+    page_table: PageTable,
+}
+
+impl Pinned {
+    /// Pinned memory, not mapped yet.
+    pub(crate) fn new(page_table: PageTable) -> Self {
+        Self {
+            mapping: None,
+            page_table,
+        }
+    }
+
+    /// The pinned range.
+    pub(crate) fn range(&self) -> GpuRange {
+        self.page_table.range()
+    }
+
+    /// Whether a DMA mapping exists.
+    pub(crate) fn is_mapped(&self) -> bool {
+        self.mapping.is_some()
+    }
+
+    /// Maps the pages for `peer` and checks the mapping; returns the DMA
+    /// address of each GPU page. An unusable mapping stays in `self` for the
+    /// caller to unmap (or to free, should the memory die meanwhile).
+    pub(crate) fn map(&mut self, peer: PciDevice) -> core::result::Result<&[u64], Failure> {
+        if self.mapping.is_some() {
+            return Err(Failure::new(ErrorKind::Sequence, EINVAL));
+        }
+        let mut ptr = core::ptr::null_mut();
+        // SAFETY: FFI call; `peer` and the page table are alive (type
+        // invariants), `ptr` is a valid out-pointer.
+        let rc = unsafe {
+            sys::nvidia_p2p_dma_map_pages(peer.0.as_ptr(), self.page_table.ptr.as_ptr(), &mut ptr)
+        };
+        to_result(rc).map_err(|e| Failure::new(ErrorKind::DmaMap, e))?;
+        let ptr = NonNull::new(ptr).ok_or(Failure::new(ErrorKind::DmaMap, EINVAL))?;
+        STATS.mappings.fetch_add(1, Ordering::Relaxed);
+        // INVARIANT: just mapped from this page table, which `self` owns.
+        let mapping = DmaMapping {
+            ptr,
+            peer,
+            page_table: self.page_table.ptr,
+        };
+        let range = self.range();
+        let m = self.mapping.insert(mapping).raw();
+        if !version_compatible(m.version, sys::NVIDIA_P2P_DMA_MAPPING_VERSION) {
+            pr_err!(
+                "refusing [{:#x}, {:#x}): DMA mapping version {:#010x} is incompatible with {:#010x}\n",
+                range.start(),
+                range.end(),
+                m.version,
+                sys::NVIDIA_P2P_DMA_MAPPING_VERSION
+            );
+            return Err(Failure::new(ErrorKind::DmaMappingVersion, EINVAL));
+        }
+        if m.page_size_type != sys::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB {
+            pr_err!(
+                "refusing [{:#x}, {:#x}): DMA mapping page size is {}, only 64 KiB pages are supported\n",
+                range.start(),
+                range.end(),
+                page_size_name(m.page_size_type)
+            );
+            return Err(Failure::new(ErrorKind::PageSize, EINVAL));
+        }
+        if m.entries != range.pages() || m.dma_addresses.is_null() {
+            pr_err!(
+                "refusing [{:#x}, {:#x}): DMA mapping has {} entries for {} GPU pages\n",
+                range.start(),
+                range.end(),
+                m.entries,
+                range.pages()
+            );
+            return Err(Failure::new(ErrorKind::DmaMappingVersion, EINVAL));
+        }
+        Ok(self.mapping.as_ref().map_or(&[], DmaMapping::dma_addresses))
+    }
+
+    /// Unmaps, if mapped. On failure the mapping is kept.
+    pub(crate) fn unmap(&mut self) -> Result {
+        match self.mapping.take() {
+            None => Ok(()),
+            Some(mapping) => mapping.unmap().map_err(|(mapping, e)| {
+                self.mapping = Some(mapping);
+                e
+            }),
+        }
+    }
+
+    /// Unmaps and unpins. On failure everything still held is handed back.
+    pub(crate) fn unpin(mut self) -> core::result::Result<(), (Self, Error)> {
+        if let Err(e) = self.unmap() {
+            return Err((self, e));
+        }
+        let Pinned {
+            mapping: _,
+            page_table,
+        } = self;
+        page_table.unpin().map_err(|(page_table, e)| {
+            (
+                Pinned {
+                    mapping: None,
+                    page_table,
+                },
+                e,
+            )
+        })
+    }
+
+    /// Releases the mapping and the page table after the provider's free
+    /// callback for this page table: both are dead.
+    ///
+    /// # Safety
+    ///
+    /// The provider has called the free callback of this page table.
+    pub(crate) unsafe fn free_dead(self) {
+        let Pinned {
+            mapping,
+            page_table,
+        } = self;
+        if let Some(mapping) = mapping {
+            // SAFETY: the page table's free callback ran (function's safety
+            // requirements): the mapping is dead.
+            unsafe { mapping.free_dead() };
+        }
+        // SAFETY: as above.
+        unsafe { page_table.free_dead() };
+    }
+}
+
+impl DmaMapping {
+    fn dma_addresses(&self) -> &[u64] {
+        let m = self.raw();
+        // SAFETY: checked by `Pinned::map`: `dma_addresses` is non-null with
+        // `entries` elements, alive as long as the mapping.
+        unsafe { core::slice::from_raw_parts(m.dma_addresses, m.entries as usize) }
+    }
+}

@@ -1,0 +1,531 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A registration: one user range the core asked us about, from acquire to
+//! release, and the state machine of its pages.
+//!
+//! Ownership, which is what makes the free callback safe:
+//! - the core owns one [`Arc`] from acquire to release (`client_context`);
+//! - while pages are pinned with a free callback, the provider owns another
+//!   (the callback's data), given back by a successful unpin or consumed by
+//!   the callback itself, so the context outlives any invalidation still
+//!   running when the core releases it;
+//! - the registration holds a module reference until its last [`Arc`] goes.
+//!
+//! Resources ([`Pinned`]) live in the state, or with the one thread that
+//! took them out to call the provider without our lock held (`in_flight`).
+//! The provider is never called with our lock held: the free callback runs
+//! under the provider's lock, and so do its unpin calls.
+//!
+//! The invalidation (the free callback) is recorded with the task running
+//! it: dma_unmap/put_pages called by the core from inside it (same task), or
+//! while or after it runs (other tasks), do nothing; the callback frees the
+//! dead mapping and page table once the core's invalidate returned. Whoever
+//! holds the resources when the invalidation ends frees them.
+
+use crate::core_client::INVALIDATION;
+use crate::module_ref::ModuleRef;
+use crate::p2p::{FreeCallback, PageTable, PciDevice, Pinned};
+use crate::range::{GpuRange, GPU_PAGE_SIZE};
+use crate::registry;
+use crate::sg::{SgPlan, SgTable};
+use crate::stats::{self, ErrorKind, Failure, STATS};
+use core::fmt;
+use core::sync::atomic::{AtomicU64, Ordering};
+use kernel::{
+    bindings,
+    new_spinlock,
+    prelude::*,
+    sync::{Arc, ArcBorrow, SpinLock},
+};
+
+/// How a registration pins its pages.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum PinKind {
+    /// `nvidia_p2p_get_pages` with a free callback; invalidated on cudaFree.
+    Invalidating,
+    /// `nvidia_p2p_get_pages_persistent`: memory stays until unpinned.
+    Persistent,
+}
+
+impl PinKind {
+    fn name(self) -> &'static str {
+        match self {
+            PinKind::Invalidating => "invalidating",
+            PinKind::Persistent => "persistent",
+        }
+    }
+}
+
+/// Where an invalidation (free callback) stands.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Invalidation {
+    /// No free callback so far.
+    None,
+    /// The free callback runs on the task at this address.
+    Running(usize),
+    /// The free callback has finished: nothing is pinned any more.
+    Done,
+}
+
+/// An operation holding the resources outside the lock.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Op {
+    Pinning,
+    Mapping,
+    Unmapping,
+    Unpinning,
+}
+
+/// The mutable part of a registration.
+struct State {
+    /// The pinned pages, unless none or `in_flight`.
+    pinned: Option<Pinned>,
+    /// The operation holding the resources outside the lock, if any.
+    in_flight: Option<Op>,
+    invalidation: Invalidation,
+    /// The core's ticket, from get_pages.
+    core_context: Option<u64>,
+    /// The SG table given to the core, freed at release.
+    sg: Option<SgTable>,
+    /// Whether the core released the registration.
+    released: bool,
+}
+
+/// Address of the current task, to recognise calls made from inside our
+/// own free callback.
+fn current_task() -> usize {
+    let task: &kernel::task::Task = current!();
+    core::ptr::from_ref(task) as usize
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One registration (one acquire).
+#[pin_data]
+pub(crate) struct Registration {
+    id: u64,
+    kind: PinKind,
+    range: GpuRange,
+    #[pin]
+    state: SpinLock<State>,
+    _module: ModuleRef,
+}
+
+/// What to do with resources handed back after a failed provider call.
+enum HandBack {
+    /// Keep them in the state.
+    Kept,
+    /// The invalidation is over: free them (dead) now.
+    FreeDead(Pinned),
+}
+
+impl Registration {
+    /// Answers the core's acquire: `Some` if `[addr, addr + size)` is GPU
+    /// memory we can pin. Every failure means "not mine".
+    pub(crate) fn acquire(kind: PinKind, addr: u64, size: u64) -> Option<Arc<Self>> {
+        match Self::try_acquire(kind, addr, size) {
+            Ok(Some(this)) => {
+                stats::inc(&STATS.acquired);
+                Some(this)
+            }
+            Ok(None) => {
+                stats::inc(&STATS.declined);
+                None
+            }
+            Err(f) => {
+                stats::inc(&STATS.declined);
+                f.count();
+                None
+            }
+        }
+    }
+
+    fn try_acquire(kind: PinKind, addr: u64, size: u64) -> core::result::Result<Option<Arc<Self>>, Failure> {
+        let range = GpuRange::new(addr, size).map_err(|e| Failure::new(ErrorKind::Range, e))?;
+        let module = ModuleRef::try_get().ok_or(Failure::new(ErrorKind::ModuleGoing, ENODEV))?;
+        let this = Arc::pin_init(
+            pin_init!(Self {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                kind,
+                range,
+                state <- new_spinlock!(
+                    State {
+                        pinned: None,
+                        in_flight: None,
+                        invalidation: Invalidation::None,
+                        core_context: None,
+                        sg: None,
+                        released: false,
+                    },
+                    "nvidia_peermem_rs:registration"
+                ),
+                _module: module,
+            }),
+            GFP_KERNEL,
+        )
+        .map_err(|e| Failure::new(ErrorKind::NoMemory, e))?;
+
+        // Probe: is the range pinnable GPU memory? Pin and unpin at once.
+        this.state.lock().in_flight = Some(Op::Pinning);
+        let probe = match Self::pin_pages(this.as_arc_borrow()) {
+            Ok(page_table) => page_table,
+            Err(e) => {
+                this.state.lock().in_flight = None;
+                if kind == PinKind::Persistent && e == ENOTSUPP {
+                    pr_warn!(
+                        "[{:#x}, {:#x}): the persistent P2P API is not supported (MIG or vGPU?); load with persistent_api_support=0\n",
+                        range.start(),
+                        range.end()
+                    );
+                    return Err(Failure::new(ErrorKind::PersistentUnsupported, e));
+                }
+                // Not GPU memory (or not pinnable): simply not ours.
+                return Ok(None);
+            }
+        };
+        this.unpin_in_flight(Pinned::new(probe));
+        if this.state.lock().invalidation != Invalidation::None {
+            // Freed while we probed it: no longer GPU memory.
+            return Ok(None);
+        }
+        registry::insert(this.clone()).map_err(|e| Failure::new(ErrorKind::NoMemory, e))?;
+        Ok(Some(this))
+    }
+
+    /// Pins the range the way this registration's kind does; with a free
+    /// callback, the provider gets its own reference to the registration.
+    fn pin_pages(this: ArcBorrow<'_, Self>) -> Result<PageTable> {
+        match this.kind {
+            PinKind::Persistent => PageTable::pin_persistent(this.range),
+            PinKind::Invalidating => {
+                PageTable::pin_invalidating::<Registration>(this.range, Arc::from(this))
+            }
+        }
+    }
+
+    /// Ends an in-flight operation that holds `pinned`: keeps it, unless the
+    /// free callback has finished meanwhile, in which case it is dead and is
+    /// freed. Returns whether an invalidation started.
+    fn finish_in_flight(&self, pinned: Pinned) -> bool {
+        let (invalidated, hand_back) = {
+            let mut st = self.state.lock();
+            st.in_flight = None;
+            match st.invalidation {
+                Invalidation::Done => (true, HandBack::FreeDead(pinned)),
+                Invalidation::Running(_) => {
+                    // The callback frees it after the core's invalidate.
+                    st.pinned = Some(pinned);
+                    (true, HandBack::Kept)
+                }
+                Invalidation::None => {
+                    st.pinned = Some(pinned);
+                    (false, HandBack::Kept)
+                }
+            }
+        };
+        if let HandBack::FreeDead(pinned) = hand_back {
+            // SAFETY: the invalidation is `Done`: the provider called the free
+            // callback of this page table.
+            unsafe { pinned.free_dead() };
+        }
+        invalidated
+    }
+
+    /// Unpins `pinned`, taken out of the state by an operation in flight. A
+    /// failure hands it back to the state, or frees it dead if the free
+    /// callback has finished meanwhile.
+    fn unpin_in_flight(&self, pinned: Pinned) {
+        match pinned.unpin() {
+            Ok(()) => {
+                self.state.lock().in_flight = None;
+            }
+            Err((pinned, e)) => {
+                if !self.finish_in_flight(pinned) {
+                    STATS.error(ErrorKind::PutPages);
+                    pr_err!(
+                        "registration {}: unpinning [{:#x}, {:#x}) failed ({:?}); kept for a retry\n",
+                        self.id,
+                        self.range.start(),
+                        self.range.end(),
+                        e
+                    );
+                }
+            }
+        }
+    }
+
+    /// The core's get_pages: pins the range for real.
+    pub(crate) fn get_pages(this: ArcBorrow<'_, Self>, addr: u64, size: u64, core_context: u64) -> Result {
+        Self::try_get_pages(this, addr, size, core_context).map_err(|f| {
+            pr_err!(
+                "registration {}: get_pages of [{:#x}, {:#x}) failed ({:?})\n",
+                this.id,
+                this.range.start(),
+                this.range.end(),
+                f.error
+            );
+            f.count()
+        })
+    }
+
+    fn try_get_pages(
+        this: ArcBorrow<'_, Self>,
+        addr: u64,
+        size: u64,
+        core_context: u64,
+    ) -> core::result::Result<(), Failure> {
+        if GpuRange::new(addr, size) != Ok(this.range) {
+            return Err(Failure::new(ErrorKind::Sequence, EINVAL));
+        }
+        if this.kind == PinKind::Invalidating && !INVALIDATION.is_ready() {
+            // The core called us before our registration call returned.
+            return Err(Failure::new(ErrorKind::Sequence, EAGAIN));
+        }
+        {
+            let mut st = this.state.lock();
+            if st.invalidation != Invalidation::None {
+                return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
+            }
+            if st.pinned.is_some() || st.in_flight.is_some() || st.released {
+                return Err(Failure::new(ErrorKind::Sequence, EINVAL));
+            }
+            st.in_flight = Some(Op::Pinning);
+            st.core_context = Some(core_context);
+        }
+        let page_table = match Self::pin_pages(this) {
+            Ok(page_table) => page_table,
+            Err(e) => {
+                this.state.lock().in_flight = None;
+                let kind = if e == ENOTSUPP {
+                    ErrorKind::PersistentUnsupported
+                } else {
+                    ErrorKind::GetPages
+                };
+                return Err(Failure::new(kind, e));
+            }
+        };
+        if let Err(f) = page_table.validate() {
+            // Unpin what we cannot use: nothing stays pinned.
+            this.state.lock().in_flight = Some(Op::Unpinning);
+            this.unpin_in_flight(Pinned::new(page_table));
+            return Err(f);
+        }
+        if this.finish_in_flight(Pinned::new(page_table)) {
+            return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
+        }
+        Ok(())
+    }
+
+    /// The core's dma_map: maps for the HCA and fills `sg_head` (left
+    /// untouched on failure). Returns the number of SG entries.
+    pub(crate) fn dma_map(&self, sg_head: &mut bindings::sg_table, peer: Option<PciDevice>) -> Result<u32> {
+        self.try_dma_map(sg_head, peer).map_err(|f| {
+            pr_err!(
+                "registration {}: dma_map of [{:#x}, {:#x}) failed ({:?})\n",
+                self.id,
+                self.range.start(),
+                self.range.end(),
+                f.error
+            );
+            f.count()
+        })
+    }
+
+    fn try_dma_map(
+        &self,
+        sg_head: &mut bindings::sg_table,
+        peer: Option<PciDevice>,
+    ) -> core::result::Result<u32, Failure> {
+        let peer = peer.ok_or(Failure::new(ErrorKind::NotPci, EINVAL))?;
+        let mut pinned = {
+            let mut st = self.state.lock();
+            if st.invalidation != Invalidation::None {
+                return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
+            }
+            if st.in_flight.is_some() || st.sg.is_some() || st.pinned.as_ref().map_or(true, Pinned::is_mapped) {
+                return Err(Failure::new(ErrorKind::Sequence, EINVAL));
+            }
+            st.in_flight = Some(Op::Mapping);
+            st.pinned.take()
+        }
+        .ok_or(Failure::new(ErrorKind::Sequence, EINVAL))?;
+
+        let sg = match pinned.map(peer) {
+            Ok(addresses) => SgTable::build(SgPlan::new(addresses, GPU_PAGE_SIZE, crate::params::coalesce_sg()))
+                .map_err(|e| Failure::new(ErrorKind::SgTable, e)),
+            Err(f) => Err(f),
+        };
+        let sg = match sg {
+            Ok(sg) => sg,
+            Err(f) => {
+                // Leave it pinned, not mapped: the core calls put_pages.
+                let unmapped = pinned.unmap();
+                self.finish_in_flight(pinned);
+                if let Err(e) = unmapped {
+                    STATS.error(ErrorKind::DmaUnmap);
+                    pr_err!("registration {}: unmapping after a refusal failed ({:?})\n", self.id, e);
+                }
+                return Err(f);
+            }
+        };
+        if self.finish_in_flight(pinned) {
+            return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
+        }
+        let entries = sg.entries();
+        *sg_head = sg.raw();
+        self.state.lock().sg = Some(sg);
+        Ok(entries)
+    }
+
+    /// Takes the resources for an unmap/unpin asked by the core, unless an
+    /// invalidation made it a no-op.
+    fn take_for(&self, op: Op, sg_head: &bindings::sg_table) -> Option<Pinned> {
+        let mut st = self.state.lock();
+        if st.invalidation != Invalidation::None {
+            // From inside our own free callback (same task), during it or
+            // after it: the callback unmaps and unpins.
+            stats::inc(&STATS.skipped_after_invalidation);
+            return None;
+        }
+        if let Some(sg) = &st.sg {
+            if !sg.is(sg_head) {
+                STATS.error(ErrorKind::Sequence);
+                pr_warn!("registration {}: {:?} with an SG table that is not ours\n", self.id, op);
+            }
+        }
+        if st.in_flight.is_some() {
+            STATS.error(ErrorKind::Sequence);
+            return None;
+        }
+        let pinned = st.pinned.take()?;
+        st.in_flight = Some(op);
+        Some(pinned)
+    }
+
+    /// The core's dma_unmap.
+    pub(crate) fn dma_unmap(&self, sg_head: &bindings::sg_table) {
+        let Some(mut pinned) = self.take_for(Op::Unmapping, sg_head) else {
+            return;
+        };
+        if let Err(e) = pinned.unmap() {
+            STATS.error(ErrorKind::DmaUnmap);
+            pr_err!("registration {}: dma_unmap failed ({:?})\n", self.id, e);
+        }
+        self.finish_in_flight(pinned);
+    }
+
+    /// The core's put_pages.
+    pub(crate) fn put_pages(&self, sg_head: &bindings::sg_table) {
+        let Some(pinned) = self.take_for(Op::Unpinning, sg_head) else {
+            return;
+        };
+        self.unpin_in_flight(pinned);
+    }
+
+    /// The core's get_page_size.
+    pub(crate) fn page_size(&self) -> u64 {
+        GPU_PAGE_SIZE
+    }
+
+    /// The core's release: the core's reference goes; the registration
+    /// itself goes with the last reference (a free callback may still hold
+    /// one).
+    pub(crate) fn release(this: Arc<Self>) {
+        stats::inc(&STATS.released);
+        registry::remove(&this);
+        let (sg, leftover) = {
+            let mut st = this.state.lock();
+            st.released = true;
+            let leftover = if st.invalidation == Invalidation::None && st.in_flight.is_none() {
+                st.pinned.take()
+            } else {
+                None
+            };
+            if leftover.is_some() {
+                st.in_flight = Some(Op::Unpinning);
+            }
+            (st.sg.take(), leftover)
+        };
+        drop(sg);
+        if let Some(pinned) = leftover {
+            // The core did not unpin (or unpinning failed before): do it now.
+            this.unpin_in_flight(pinned);
+        }
+    }
+
+    /// The free callback: invalidate through the core, then free the dead
+    /// mapping and page table.
+    fn invalidate(&self) {
+        stats::inc(&STATS.invalidations);
+        let ticket = {
+            let mut st = self.state.lock();
+            if st.invalidation != Invalidation::None {
+                return;
+            }
+            st.invalidation = Invalidation::Running(current_task());
+            // Only a live registration known to the core is invalidated: not
+            // the probe of acquire, not one the core is tearing down or
+            // still setting up on another thread (that thread sees the
+            // invalidation and fails or skips).
+            if st.in_flight.is_none() && st.pinned.is_some() && !st.released {
+                st.core_context
+            } else {
+                None
+            }
+        };
+        if let Some(ticket) = ticket {
+            stats::inc(&STATS.core_invalidations);
+            if let Err(e) = INVALIDATION.invalidate(ticket) {
+                STATS.error(ErrorKind::Invalidate);
+                pr_err!("registration {}: the core's invalidate failed ({:?})\n", self.id, e);
+            }
+        }
+        let pinned = {
+            let mut st = self.state.lock();
+            st.invalidation = Invalidation::Done;
+            st.pinned.take()
+        };
+        if let Some(pinned) = pinned {
+            // SAFETY: we are the page table's free callback.
+            unsafe { pinned.free_dead() };
+        }
+    }
+
+    /// Writes one line describing the registration (debugfs).
+    pub(crate) fn describe(&self, f: &mut impl fmt::Write) -> fmt::Result {
+        let (state, mapped) = {
+            let st = self.state.lock();
+            let state = match (st.invalidation, st.in_flight, &st.pinned) {
+                (Invalidation::Running(_), _, _) => "invalidating",
+                (Invalidation::Done, _, _) => "invalidated",
+                (_, Some(Op::Pinning), _) => "pinning",
+                (_, Some(Op::Mapping), _) => "mapping",
+                (_, Some(Op::Unmapping), _) => "unmapping",
+                (_, Some(Op::Unpinning), _) => "unpinning",
+                (_, None, Some(p)) if p.is_mapped() => "mapped",
+                (_, None, Some(_)) => "pinned",
+                (_, None, None) => "acquired",
+            };
+            (state, st.sg.as_ref().map_or(0, SgTable::entries))
+        };
+        writeln!(
+            f,
+            "{} {} [{:#x}, {:#x}) pages={} sg_entries={} state={}",
+            self.id,
+            self.kind.name(),
+            self.range.start(),
+            self.range.end(),
+            self.range.pages(),
+            mapped,
+            state
+        )
+    }
+}
+
+impl FreeCallback for Registration {
+    type Data = Arc<Registration>;
+
+    fn on_free(this: ArcBorrow<'_, Registration>) {
+        this.invalidate();
+    }
+}

@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The scatter-gather table handed to the core by `dma_map`: one entry per
+//! GPU page, or (with `coalesce_sg=1`) one entry per run of DMA-contiguous
+//! GPU pages. Every entry starts and ends on a GPU page boundary.
+//!
+//! C header: [`include/linux/scatterlist.h`](srctree/include/linux/scatterlist.h)
+
+use crate::sys;
+use kernel::{bindings, error::to_result, prelude::*};
+
+/// The longest entry a coalesced run may make: the largest multiple of
+/// 64 KiB that fits the `unsigned int` length of a scatterlist entry.
+const MAX_ENTRY_BYTES: u64 = (u32::MAX as u64) & !0xffff;
+
+/// The entries `(dma_address, length)` to build from the DMA address of each
+/// GPU page.
+#[derive(Clone)]
+pub(crate) struct SgPlan<'a> {
+    addresses: &'a [u64],
+    page_size: u64,
+    coalesce: bool,
+}
+
+impl<'a> SgPlan<'a> {
+    /// Plans the entries for `addresses`, one per GPU page of `page_size`
+    /// bytes, merging DMA-contiguous pages when `coalesce` is set.
+    pub(crate) fn new(addresses: &'a [u64], page_size: u64, coalesce: bool) -> Self {
+        Self {
+            addresses,
+            page_size,
+            coalesce,
+        }
+    }
+}
+
+impl Iterator for SgPlan<'_> {
+    type Item = (u64, u64);
+
+    fn next(&mut self) -> Option<(u64, u64)> {
+        let (&first, rest) = self.addresses.split_first()?;
+        let mut len = self.page_size;
+        let mut taken = 1;
+        if self.coalesce {
+            for &next in rest {
+                let contiguous = first.checked_add(len) == Some(next);
+                if !contiguous || len + self.page_size > MAX_ENTRY_BYTES {
+                    break;
+                }
+                len += self.page_size;
+                taken += 1;
+            }
+        }
+        self.addresses = &self.addresses[taken..];
+        Some((first, len))
+    }
+}
+
+/// A scatter-gather table allocated and filled by this module.
+///
+/// # Invariants
+///
+/// `table` was set up by `sg_alloc_table` with `nents` entries, each filled
+/// with a DMA address and length; it is freed only by `Drop`.
+pub(crate) struct SgTable {
+    table: bindings::sg_table,
+}
+
+// SAFETY: the table is plain memory owned by this value.
+unsafe impl Send for SgTable {}
+
+impl SgTable {
+    /// Allocates and fills a table with the entries of `plan`.
+    pub(crate) fn build(plan: SgPlan<'_>) -> Result<Self> {
+        let entries = u32::try_from(plan.clone().count()).map_err(|_| EINVAL)?;
+        if entries == 0 {
+            return Err(EINVAL);
+        }
+        let mut table = bindings::sg_table::default();
+        // SAFETY: FFI call on a zeroed table we own.
+        to_result(unsafe { bindings::sg_alloc_table(&mut table, entries, bindings::GFP_KERNEL) })?;
+        // INVARIANT: allocated with `entries` entries, filled below.
+        let this = Self { table };
+        let mut sg = this.table.sgl;
+        for (address, len) in plan {
+            if sg.is_null() {
+                return Err(EINVAL);
+            }
+            // The plan never makes an entry longer than `MAX_ENTRY_BYTES`.
+            let len = u32::try_from(len).map_err(|_| EINVAL)?;
+            // SAFETY: `sg` is one of the table's `entries` entries (the plan
+            // yields exactly `entries` items and `sg_next` walks them).
+            unsafe {
+                sys::pm_shim_sg_set_dma(sg, address, len);
+                sg = bindings::sg_next(sg);
+            }
+        }
+        Ok(this)
+    }
+
+    /// The table to give the core (it shares our entries).
+    pub(crate) fn raw(&self) -> bindings::sg_table {
+        bindings::sg_table {
+            sgl: self.table.sgl,
+            nents: self.table.nents,
+            orig_nents: self.table.orig_nents,
+        }
+    }
+
+    /// Number of entries.
+    pub(crate) fn entries(&self) -> u32 {
+        self.table.nents
+    }
+
+    /// Whether `table` shares our entries.
+    pub(crate) fn is(&self, table: &bindings::sg_table) -> bool {
+        table.sgl == self.table.sgl
+    }
+
+    /// Each entry as `(dma_address, dma_length)`, in order.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(u64, u32)) {
+        let mut sg = self.table.sgl;
+        for _ in 0..self.table.nents {
+            if sg.is_null() {
+                return;
+            }
+            // SAFETY: `sg` is one of the table's entries (type invariant).
+            unsafe {
+                f(
+                    sys::pm_shim_sg_dma_address(sg),
+                    sys::pm_shim_sg_dma_len(sg),
+                );
+                sg = bindings::sg_next(sg);
+            }
+        }
+    }
+}
+
+impl Drop for SgTable {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `sg_alloc_table` and not freed (invariant).
+        unsafe { bindings::sg_free_table(&mut self.table) };
+    }
+}
