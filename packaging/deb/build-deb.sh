@@ -21,6 +21,7 @@ doc="$root/usr/share/doc/$pkg"
 
 install -d -m 0755 "$root/DEBIAN" "$doc"
 install -m 0644 "$here/copyright" "$doc/copyright"
+install -D -m 0644 "$here/lintian-overrides" "$root/usr/share/lintian/overrides/$pkg"
 # changelog.Debian: the version and date of this build.
 date=$(date -R -d "@${SOURCE_DATE_EPOCH:-$(date +%s)}")
 sed -e "s/@NAME@/$pkg/g" -e "s/@VERSION@/$debversion/g" \

@@ -46,17 +46,18 @@ bad() {
 t() {
 	local n=$1
 	shift
-	if "$@" >"$res/$n.log" 2>&1; then
+	# A subshell: a test that trips over `set -u` fails alone.
+	if ("$@") >"$res/$n.log" 2>&1; then
 		ok "$n"
 	else
 		bad "$n (log: $res/$n.log)"
 		tail -n 15 "$res/$n.log" | sed 's/^/     | /'
 	fi
 }
-# Helpers for test bodies: say why, and fail.
+# In a test body (a subshell, see t): say why, and end that test failed.
 die() {
 	echo "error: $*"
-	return 1
+	exit 1
 }
 mk() { make --no-print-directory -f "$pkg/packaging.mk" PKG_OUT="$out" "$@"; }
 
@@ -120,7 +121,7 @@ test_systemd_conditions() {
 		mkdir -p "$root"
 		for p in "$@"; do mkdir -p "$root$p"; done
 		for c in "${conds[@]}"; do
-			args+=("$(printf '%s' "$c" | sed "s|=\(|\?\)/|=\1$root/|")")
+			args+=("$(printf '%s' "$c" | sed "s#=\(|\{0,1\}\)/#=\1$root/#")")
 		done
 		systemd-analyze condition "${args[@]}" >/dev/null 2>&1
 		local got=$?
@@ -145,10 +146,10 @@ test_guard() {
 	mkdir -p "$sys/module"
 	: >"$kmsg"
 	run() { NVIDIA_PEERMEM_RS_SYSFS=$sys NVIDIA_PEERMEM_RS_KMSG=$kmsg "$g" "$@" 2>"$err"; }
-	expect() { # STATUS MODULE
-		run "$2"
+	expect() { # STATUS [MODULE]
+		run "${@:2}"
 		local rc=$?
-		echo "guard $2 with [$(find "$sys/module" -mindepth 1 -printf '%f ')] -> $rc: $(cat "$err")"
+		echo "guard ${2:-} with [$(find "$sys/module" -mindepth 1 -printf '%f ')] -> $rc: $(cat "$err")"
 		[ "$rc" = "$1" ] || die "expected exit $1"
 	}
 	expect 0 nvidia_peermem_rs && expect 0 nvidia_peermem && expect 0 nv_peer_mem &&
@@ -200,7 +201,7 @@ staged_install() { # PREFIX (e.g. /usr/local)
 		cmp "$repo/$f" "$src/$f" || die "$f differs from the repository"
 	done
 	# Paths inside the files follow PREFIX.
-	grep -q "$prefix/libexec/$name/$name-guard $name" "$d/etc/modprobe.d/$name.conf" ||
+	grep -q "$prefix/libexec/$name/$name-guard nvidia_peermem_rs;" "$d/etc/modprobe.d/$name.conf" ||
 		die "modprobe.d file does not call $prefix/libexec/$name/$name-guard"
 	grep -q "^Documentation=file:$prefix/share/doc/$name/README.md" \
 		"$d/$p/lib/systemd/system/$name.service" || die "unit's Documentation= not under $prefix"
@@ -218,8 +219,9 @@ test_install_usr_local() { staged_install /usr/local; }
 test_install_usr() { staged_install /usr; }
 
 # --- modprobe.d, dry-run against a scratch module root ----------------------------------
-# The softdep loads ib_core and nvidia first, the install line runs the guard
-# then modprobe --ignore-install with the options.
+# modprobe runs the install line (kmod would skip it if the module had a
+# softdep); the line runs the guard, loads ib_core and nvidia, then the
+# module itself with the options.
 test_modprobe() {
 	local root=$T/mproot kv=6.12.0-mptest ko conf=$T/modprobe.d
 	ko=$(find "$kdir" "$repo/tests/fixtures" -name '*.ko' 2>/dev/null | head -n 1)
@@ -229,45 +231,70 @@ test_modprobe() {
 		cp "$ko" "$root/lib/modules/$kv/kernel/$m.ko"
 	done
 	cp "$ko" "$root/lib/modules/$kv/updates/dkms/nvidia_peermem_rs.ko"
-	depmod -b "$root" "$kv" || die "depmod -b"
+	depmod -b "$root" "$kv" 2>/dev/null || die "depmod -b"
+	# No active softdep for a module with an install line: kmod ignores the
+	# install line of a module that has one (checked here too).
+	grep -Eq '^softdep +(nvidia_peermem_rs|nvidia_peermem|nv_peer_mem) ' "$pkg/modprobe.d/$name.conf" &&
+		die "a softdep line would switch the install guard off"
+	mkdir -p "$T/softdep.d"
+	printf 'install nvidia_peermem_rs /bin/true\nsoftdep nvidia_peermem_rs pre: ib_core\n' >"$T/softdep.d/x.conf"
+	modprobe -n -v -C "$T/softdep.d" -d "$root" -S "$kv" nvidia_peermem_rs 2>&1 | grep -q '^install' &&
+		die "this kmod runs install lines despite a softdep: the softdep could be restored"
 	sed 's/^#options /options /' "$pkg/modprobe.d/$name.conf" >"$conf/$name.conf"
 	modprobe -n -v -C "$conf" -d "$root" -S "$kv" nvidia_peermem_rs >"$T/dry" 2>&1
 	cat "$T/dry"
-	grep -n . "$T/dry" | grep -E 'ib_core|nvidia\.ko|install' >"$T/order"
-	[ "$(grep -c 'ib_core.ko' "$T/dry")" = 1 ] || die "ib_core not loaded first"
-	[ "$(grep -c '/nvidia.ko' "$T/dry")" = 1 ] || die "nvidia not loaded first"
-	[ "$(tail -n 1 "$T/dry" | cut -c1-8)" = "install " ] || die "the install command is not last"
-	grep -q -- "--ignore-install nvidia_peermem_rs peerdirect_support=0 persistent_api_support=1" "$T/dry" ||
-		die "options not handed to modprobe --ignore-install"
-	# Run the install command the way modprobe does (sh -c), with a stub
-	# modprobe and the repository's guard, against a fake /sys.
+	[ "$(wc -l <"$T/dry")" = 1 ] && [ "$(cut -c1-8 "$T/dry")" = "install " ] ||
+		die "modprobe does not run the install line"
+	# Run the install line the way modprobe does (sh -c, $CMDLINE_OPTS
+	# replaced by the options), with a stub modprobe and the repository's
+	# guard, against a fake /sys.
 	local cmd stub=$T/stub-modprobe sys=$T/mp-sys
 	mkdir -p "$sys/module"
 	printf '#!/bin/sh\necho "$@" >>%s/stub.log\n' "$T" >"$stub"
 	chmod 755 "$stub"
-	cmd=$(tail -n 1 "$T/dry" | sed 's/^install //' |
-		sed -e "s|/sbin/modprobe|$stub|" -e "s|/usr/libexec/$name/$name-guard|$pkg/libexec/$name-guard|g")
+	# The dry run prints "install <command> <options>"; kmod runs <command>
+	# with $CMDLINE_OPTS replaced by <options>.
+	local tmpl opts
+	tmpl=$(sed -n 's/^install nvidia_peermem_rs //p' "$conf/$name.conf")
+	opts=$(sed 's/ *$//' "$T/dry")
+	opts=${opts#"install $tmpl"}
+	opts=${opts# }
+	[ "$opts" = "peerdirect_support=0 persistent_api_support=1" ] ||
+		die "modprobe does not pass the options line (got '$opts')"
+	# shellcheck disable=SC2016 # the literal text $CMDLINE_OPTS
+	cmd=${tmpl//'$CMDLINE_OPTS'/$opts}
+	cmd=${cmd//\/sbin\/modprobe/$stub}
+	cmd=${cmd//\/usr\/libexec\/$name\/$name-guard/$pkg\/libexec\/$name-guard}
 	export NVIDIA_PEERMEM_RS_SYSFS=$sys NVIDIA_PEERMEM_RS_KMSG=$T/mp-kmsg
-	sh -c "$cmd" || die "install command failed with no other client loaded"
-	grep -qx -- "--ignore-install nvidia_peermem_rs peerdirect_support=0 persistent_api_support=1" "$T/stub.log" ||
-		die "stub modprobe not called as expected: $(cat "$T/stub.log")"
+	: >"$T/stub.log"
+	sh -c "$cmd" || die "install line failed with no other client loaded"
+	printf -- '-q ib_core\n-q nvidia\n--ignore-install nvidia_peermem_rs peerdirect_support=0 persistent_api_support=1\n' >"$T/want"
+	diff -u "$T/want" "$T/stub.log" || die "install line did not load ib_core, nvidia, then the module"
+	echo "no other client: modprobe ran: $(tr '\n' ';' <"$T/stub.log")"
+	# A failing modprobe of the driver (driver loaded from a container, no
+	# nvidia.ko on the host) does not stop the module's own load.
+	printf '#!/bin/sh\necho "$@" >>%s/stub.log\ncase "$*" in *nvidia_peermem_rs*) exit 0;; esac\nexit 1\n' "$T" >"$stub"
+	: >"$T/stub.log"
+	sh -c "$cmd" || die "install line failed because modprobe nvidia/ib_core failed"
 	mkdir "$sys/module/nvidia_peermem"
 	: >"$T/stub.log"
-	if sh -c "$cmd" 2>"$T/refused"; then die "install command loaded beside nvidia_peermem"; fi
+	if sh -c "$cmd" 2>"$T/refused"; then die "install line loaded beside nvidia_peermem"; fi
 	cat "$T/refused"
-	[ ! -s "$T/stub.log" ] || die "modprobe ran despite the guard"
-	grep -q "nvidia_peermem is loaded" "$T/refused" || die "no clear message"
+	[ ! -s "$T/stub.log" ] || die "modprobe ran despite the guard: $(cat "$T/stub.log")"
+	grep -q "refusing to load nvidia_peermem_rs: nvidia_peermem is loaded" "$T/refused" || die "no clear message"
 	# Package removed, conffile kept: the line still loads the module.
-	cmd=$(printf '%s' "$cmd" | sed "s|$pkg/libexec/$name-guard|$T/no-such-guard|g")
+	cmd=${cmd//$pkg\/libexec\/$name-guard/$T\/no-such-guard}
+	: >"$T/stub.log"
 	sh -c "$cmd" && grep -q -- "--ignore-install nvidia_peermem_rs" "$T/stub.log" ||
 		die "without the guard script the install line must still load the module"
 	# The competitors get the same guard.
-	modprobe -n -v -C "$conf" -d "$root" -S "$kv" nvidia_peermem 2>&1 | tail -n 1 |
-		grep -q "guard nvidia_peermem; } && /sbin/modprobe --ignore-install nvidia_peermem" ||
-		die "nvidia_peermem is not guarded"
-	modprobe -n -v -C "$conf" -d "$root" -S "$kv" nv_peer_mem 2>&1 | tail -n 1 |
-		grep -q "guard nv_peer_mem; } && /sbin/modprobe --ignore-install nv_peer_mem" ||
-		die "nv_peer_mem is not guarded"
+	local other
+	for other in nvidia_peermem nv_peer_mem; do
+		modprobe -n -v -C "$conf" -d "$root" -S "$kv" "$other" >"$T/dry-$other" 2>&1
+		cat "$T/dry-$other"
+		grep -q "guard $other; } && /sbin/modprobe --ignore-install $other " "$T/dry-$other" ||
+			die "$other is not guarded"
+	done
 	unset NVIDIA_PEERMEM_RS_SYSFS NVIDIA_PEERMEM_RS_KMSG
 }
 
@@ -284,9 +311,9 @@ test_dkms_source() {
 # Symbol trees in the layout of a real node, from the fixtures' exports:
 # $T/sysroot/usr/src/ofa_kernel/default (peerdirect_sim = MOFED's ib_core)
 # and $T/sysroot/usr/src/nvidia-999.99.99 (nvidia_p2p_sim = nvidia.ko).
-fixture_symvers=
+fixture_symvers=$repo/tests/fixtures/Module.symvers
+[ -f "$fixture_symvers" ] || fixture_symvers=$T/fx/tests/fixtures/Module.symvers
 make_sysroot() {
-	fixture_symvers=$repo/tests/fixtures/Module.symvers
 	if [ ! -f "$fixture_symvers" ]; then
 		echo "building the fixtures (for their Module.symvers) in $T/fx"
 		mkdir -p "$T/fx/tests"
@@ -294,7 +321,6 @@ make_sysroot() {
 		# shellcheck source=/dev/null
 		(. "$repo/tests/kernel/toolchain.sh" &&
 			make -s -C "$kdir" M="$T/fx/tests/fixtures" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules) || return 1
-		fixture_symvers=$T/fx/tests/fixtures/Module.symvers
 	fi
 	mkdir -p "$T/sysroot/usr/src/ofa_kernel/default" "$T/sysroot/usr/src/nvidia-999.99.99"
 	awk -F'\t' '$3 ~ /peerdirect_sim$/' "$fixture_symvers" >"$T/sysroot/usr/src/ofa_kernel/default/Module.symvers"
@@ -324,8 +350,9 @@ test_build_env_checks() {
 	mkdir -p "$T/sysroot2/usr/src/ofa_kernel/$(uname -m)/$kver" "$T/sysroot2/usr/src/ofa_kernel/default"
 	cp "$T/sysroot/usr/src/ofa_kernel/default/Module.symvers" "$T/sysroot2/usr/src/ofa_kernel/default/"
 	cp "$T/sysroot/usr/src/ofa_kernel/default/Module.symvers" "$T/sysroot2/usr/src/ofa_kernel/$(uname -m)/$kver/"
-	env_make print-build-env KDIR="$kdir" PEERMEM_SYSROOT="$T/sysroot2" |
-		grep -qx "OFED_DIR=$T/sysroot2/usr/src/ofa_kernel/$(uname -m)/$kver" || die "per-kernel OFED tree not preferred"
+	env_make print-build-env KDIR="$kdir" PEERMEM_SYSROOT="$T/sysroot2" >"$T/env2"
+	grep -qx "OFED_DIR=$T/sysroot2/usr/src/ofa_kernel/$(uname -m)/$kver" "$T/env2" ||
+		die "per-kernel OFED tree not preferred: $(grep OFED_DIR "$T/env2")"
 	# Failures, each with its reason.
 	mkdir -p "$T/norust/include"
 	grep -v '^CONFIG_RUST' "$kdir/.config" >"$T/norust/.config"
@@ -333,7 +360,7 @@ test_build_env_checks() {
 	expect_error "built without CONFIG_RUST=y" KDIR="$T/norust" &&
 		expect_error "no kernel build tree at KDIR" KDIR="$T/nokernel" &&
 		expect_error "no MLNX_OFED/DOCA-OFED kernel tree found" KDIR="$kdir" PEERMEM_SYSROOT="$T/empty" &&
-		mkdir -p "$T/inbox" && grep -v peer_memory "$kdir/Module.symvers" | head -n 50 >"$T/inbox/Module.symvers" &&
+		mkdir -p "$T/inbox" && grep -m 50 -v peer_memory "$kdir/Module.symvers" >"$T/inbox/Module.symvers" &&
 		expect_error "has no PeerDirect support" KDIR="$kdir" OFED_DIR="$T/inbox" PEERMEM_SYSROOT="$T/sysroot" &&
 		expect_error "no NVIDIA driver found" KDIR="$kdir" OFED_DIR="$T/sysroot/usr/src/ofa_kernel/default" \
 			PEERMEM_SYSROOT="$T/empty" NVIDIA_KO= &&
@@ -433,15 +460,19 @@ test_deb() {
 		expected_files usr lib/systemd/system "usr/share/doc/$name-dkms"
 		echo "usr/share/doc/$name-dkms/changelog.Debian.gz"
 		echo "usr/share/doc/$name-dkms/copyright"
+		echo "usr/share/lintian/overrides/$name-dkms"
 	} | LC_ALL=C sort >"$T/exp-deb"
 	diff -u "$T/exp-deb" "$res/deb.files" || die "deb file list"
 	[ "$(dpkg-deb -f "$deb" Package)" = "$name-dkms" ] &&
-		dpkg-deb -f "$deb" Depends | grep -q "dkms" &&
-		dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | grep -qx "/etc/modprobe.d/$name.conf" &&
-		dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./postinst | grep -q "common.postinst \"\$DKMS_NAME\" \"\$DKMS_VERSION\"" ||
-		die "control fields / conffiles / postinst"
-	dpkg-deb -c "$deb" | awk '{print $2}' | sort -u | grep -qvx root/root && die "files not owned by root"
-	mkdir -p "$T/debx" && dpkg-deb -x "$deb" "$T/debx"
+		[[ "$(dpkg-deb -f "$deb" Depends)" == *dkms* ]] &&
+		[ "$(dpkg-deb -f "$deb" Architecture)" = all ] || die "control fields"
+	mkdir -p "$T/debx/DEBIAN" && dpkg-deb -x "$deb" "$T/debx" && dpkg-deb -e "$deb" "$T/debx/DEBIAN" &&
+		grep -qx "/etc/modprobe.d/$name.conf" "$T/debx/DEBIAN/conffiles" &&
+		grep -qx "/etc/$name/build.conf" "$T/debx/DEBIAN/conffiles" &&
+		grep -q "common.postinst \"\$DKMS_NAME\" \"\$DKMS_VERSION\"" "$T/debx/DEBIAN/postinst" &&
+		grep -q "dkms remove -m \"\$DKMS_NAME\" -v \"\$DKMS_VERSION\" --all" "$T/debx/DEBIAN/prerm" ||
+		die "conffiles / maintainer scripts"
+	[ "$(dpkg-deb -c "$deb" | awk '{print $2}' | sort -u)" = root/root ] || die "files not owned by root/root"
 	grep -q "/usr/libexec/$name/$name-guard" "$T/debx/etc/modprobe.d/$name.conf" || die "guard path in deb"
 	systemd-analyze verify --man=no "$T/debx/lib/systemd/system/$name.service" || die "unit in deb"
 	echo "deb: $deb ($(stat -c %s "$deb") bytes)"
@@ -450,7 +481,7 @@ test_deb() {
 test_lintian() {
 	local deb=$out/$name-dkms_$version-1_all.deb
 	command -v lintian >/dev/null || die "lintian missing (packaging/deps.txt)"
-	lintian --info --no-tag-display-limit "$deb" >"$res/lintian.txt" 2>&1
+	lintian --info --tag-display-limit 0 "$deb" >"$res/lintian.txt" 2>&1
 	cat "$res/lintian.txt"
 	echo "lintian: $(grep -c '^E:' "$res/lintian.txt") errors, $(grep -c '^W:' "$res/lintian.txt") warnings," \
 		"$(grep -c '^I:' "$res/lintian.txt") info"
