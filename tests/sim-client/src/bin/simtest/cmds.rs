@@ -39,6 +39,7 @@ const COMMANDS: &[&str] = &[
     "stress",
     "race",
     "hold",
+    "bench",
 ];
 
 /// All read/write access rights, what ibv_reg_mr callers usually ask.
@@ -83,6 +84,7 @@ pub fn run(dev: &SimDevice, cmd: &str, argv: &[String]) -> Result<Outcome, Failu
         "stress" => stress::run(dev, argv),
         "race" => race::run(dev, argv),
         "hold" => hold(dev, argv),
+        "bench" => crate::bench::run(dev, argv),
         _ => Err(Usage(format!("unknown command {cmd:?}")).into()),
     }
 }

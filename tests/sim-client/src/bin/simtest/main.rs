@@ -15,6 +15,8 @@
 //! line) and anything else exits 1.
 
 mod args;
+mod bench;
+mod bench_mem;
 mod cmds;
 mod race;
 mod rng;
@@ -93,6 +95,8 @@ Load:
   race A B [--iters N] [--size S] [--jitter-us U] [--seed S]
                                       A, B in: free dereg reg dma query
   hold SIZE SECONDS                   keep one registration live for a while
+Benchmarks (tests/bench; one line BENCH-RESULT {json} of raw samples):
+  bench cycle|invalidate|throughput|memory SIZE [...]  (simtest bench for details)
 
 Numbers: decimal, 0x hex, or K/M/G suffixes. Patterns: 0xA5 | fill:0xA5 | seq |
 seed:N; the byte for offset o is a function of o. ERRNO: a name (EIO, ENOMEM,
