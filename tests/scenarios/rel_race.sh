@@ -1,0 +1,262 @@
+#!/bin/sh
+# Race windows forced open with the fixtures' delay points (issue 5).
+#   rel_race.sh window=W [gen=modern] [pds=0] [pers=0] [rounds=N]
+# W:
+#   release_in_invalidation  the C original's use-after-free window: the
+#       registration is deregistered (core calls release) while the free
+#       callback is still inside the core's invalidate function; two
+#       variants per round: the invalidation sleeps before taking the
+#       mapping lock ("core_invalidate"), or the deregistration holds the
+#       mapping lock ("core_dereg_locked") while cudaFree comes in
+#       (variant=invalidate|dereg_locked runs only one of them).
+#   free_vs_dereg      cudaFree and ibv_dereg_mr of the same MR started
+#       together from two threads, many rounds (simtest race free dereg).
+#   free_in_get_pages  cudaFree while the registration sits between acquire
+#       and get_pages ("get_pages") or inside the provider's get_pages
+#       ("p2p_get_pages").
+#   free_in_dma_map    cudaFree while the registration sits between
+#       get_pages and dma_map ("dma_map") or inside the provider's
+#       dma_map_pages ("p2p_dma_map").
+#   rmmod_during_reg   rmmod of our module while registrations are live and
+#       while one is in flight; then a registration loop racing rmmod.
+# Every round must end with both operations finished (no hang), the MR gone,
+# the memory freed; at the end nothing is pinned, mapped or registered, the
+# module refcount is idle and kmemleak finds nothing.
+. /scenarios/lib.sh
+. /scenarios/rel_lib.sh
+window=$rel_arg_window
+variant=${rel_arg_variant:-both}
+rounds=${rel_arg_rounds:-6}
+[ -n "$window" ] || fail "window= missing"
+
+stack_up
+delays0=$(ctr delays_taken)
+
+# bg_run VAR CMD...: runs CMD in the background, output to /tmp/bg.$VAR.
+bg_run() {
+	_v=$1
+	shift
+	("$@" >/tmp/bg.$_v 2>&1; echo "rc=$?" >>/tmp/bg.$_v) &
+	eval "pid_$_v=$!"
+}
+
+bg_rc() {
+	sed -n 's/^rc=//p' /tmp/bg.$1 | tail -n 1
+}
+
+# alloc_reg SIZE OFFSET LEN: sets va, mr. With pers=0 the invalidating
+# nv_mem client must take the MR (else no free callback is ever raced).
+alloc_reg() {
+	_o=$(st gpu-alloc "$1") || fail "gpu-alloc: $_o" $(figures)
+	va=$(sval va "$_o")
+	_o=$(st mr-reg $((va + $2)) "$3") || fail "mr-reg: $_o" $(figures)
+	mr=$(sval mr "$_o")
+	[ "$pers" = 1 ] || [ "$(sval client "$_o")" = nv_mem ] ||
+		fail "the MR went to $(sval client "$_o"), not the invalidating nv_mem" $(figures)
+	REL_OPS=$((REL_OPS + 2))
+}
+
+# finish_round VA [MR]: whatever survived the race is torn down normally.
+finish_round() {
+	if [ -n "$2" ] && st mr-query "$2" >/dev/null 2>&1; then
+		st mr-dereg "$2" >/dev/null || fail "dereg after the race failed" $(figures)
+	fi
+	st gpu-free "$1" >/dev/null 2>&1
+	REL_OPS=$((REL_OPS + 2))
+	_lc=$(st leak-check) || fail "round left something behind: $_lc" $(figures)
+}
+
+release_in_invalidation() {
+	i=0
+	overlapped=0
+	while [ $i -lt "$rounds" ]; do
+		alloc_reg 256K 4096 200K
+		st hca-write "$mr" 0 64K seed:$i >/dev/null || fail "DMA before the race" $(figures)
+		v=$variant
+		if [ "$v" = both ]; then
+			v=dereg_locked
+			[ $((i % 2)) = 0 ] && v=invalidate
+		fi
+		if [ "$v" = invalidate ]; then
+			# cudaFree first: its invalidation sleeps before the mapping
+			# lock while the deregistration runs to release().
+			st delay core_invalidate 400 1 >/dev/null
+			bg_run free st gpu-free "$va"
+			usleep 100000
+			st mr-dereg "$mr" >/dev/null || fail "dereg during the invalidation failed" $(figures)
+			kill -0 "$pid_free" 2>/dev/null && overlapped=$((overlapped + 1))
+			wait "$pid_free"
+			[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
+		else
+			# Deregistration first, holding the mapping lock; cudaFree's
+			# invalidation waits for it, and release() runs while the free
+			# callback is still inside the invalidation.
+			st delay core_dereg_locked 400 1 >/dev/null
+			bg_run dereg st mr-dereg "$mr"
+			usleep 100000
+			bg_run free st gpu-free "$va"
+			wait "$pid_dereg"
+			kill -0 "$pid_free" 2>/dev/null && overlapped=$((overlapped + 1))
+			wait "$pid_free"
+			[ "$(bg_rc dereg)" = 0 ] || fail "dereg failed: $(cat /tmp/bg.dereg)" $(figures)
+			[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
+		fi
+		REL_OPS=$((REL_OPS + 3))
+		REL_RACES=$((REL_RACES + 1))
+		st delay "" 0 >/dev/null
+		_lc=$(st leak-check) || fail "round $i left something behind: $_lc" $(figures)
+		i=$((i + 1))
+	done
+	log "release while the free callback was still running: $overlapped of $rounds rounds"
+	EXTRA="overlapped=$overlapped"
+}
+
+free_vs_dereg() {
+	iters=$((rounds * 50))
+	out=$(st race free dereg --iters "$iters" --size 192K --jitter-us 300 2>/tmp/race.err)
+	rc=$?
+	echo "$out" | sed 's/^/SCENARIO-LOG race: /'
+	sed 's/^/SCENARIO-LOG race: /' /tmp/race.err
+	last=$(echo "$out" | tail -n 1)
+	[ "$rc" = 0 ] && [ "$(sval result "$last")" = pass ] || fail "race free dereg: $last" $(figures)
+	REL_RACES=$((REL_RACES + $(sval races "$last")))
+	REL_OPS=$((REL_OPS + 4 * iters))
+	EXTRA="seed=$(sval seed "$last") free_ok=$(sval a_ok "$last") dereg_ok=$(sval b_ok "$last") invalidated_at_cleanup=$(sval invalidated_at_cleanup "$last")"
+}
+
+# free_during_reg POINT...: for each point, cudaFree while mr-reg sleeps there.
+free_during_reg() {
+	regs_ok=0
+	regs_failed=0
+	i=0
+	while [ $i -lt "$rounds" ]; do
+		for point in "$@"; do
+			_o=$(st gpu-alloc 256K) || fail "gpu-alloc: $_o" $(figures)
+			va=$(sval va "$_o")
+			d0=$(ctr delays_taken)
+			# p2p_* points: every provider call sleeps (acquire may probe
+			# with get_pages first); the core's points are passed once.
+			if [ "${point#p2p_}" != "$point" ]; then
+				st delay "$point" 300 0 >/dev/null
+			else
+				st delay "$point" 400 1 >/dev/null
+			fi
+			bg_run reg st mr-reg $((va + 512)) 128K
+			usleep $((150000 + i * 40000))
+			st gpu-free "$va" >/dev/null || fail "cudaFree during registration failed" $(figures)
+			wait "$pid_reg"
+			st delay "" 0 >/dev/null
+			REL_OPS=$((REL_OPS + 3))
+			out=$(cat /tmp/bg.reg)
+			if [ "$(bg_rc reg)" = 0 ]; then
+				regs_ok=$((regs_ok + 1))
+				mr=$(sval mr "$out")
+				# Registered, then freed: the MR must be invalidated (or,
+				# for a persistent client, still usable) and deregister.
+				q=$(st mr-query "$mr")
+				log "$point: registration won the race ($q)"
+				st mr-dereg "$mr" >/dev/null || fail "dereg of an MR whose memory was freed failed" $(figures)
+			else
+				regs_failed=$((regs_failed + 1))
+				case "$out" in
+				*errno=*) ;;
+				*) fail "mr-reg failed without an errno: $out" $(figures) ;;
+				esac
+				log "$point: registration refused cleanly: $(echo "$out" | head -n 1)"
+			fi
+			[ $(($(ctr delays_taken) - d0)) -gt 0 ] && REL_RACES=$((REL_RACES + 1))
+			_lc=$(st leak-check) || fail "$point round $i left something behind: $_lc" $(figures)
+		done
+		i=$((i + 1))
+	done
+	EXTRA="reg_refused=$regs_failed reg_won=$regs_ok"
+}
+
+rmmod_refused() {
+	mark
+	if rmmod $REL_MOD 2>/tmp/rmmod.err; then
+		fail "rmmod succeeded $1" $(figures)
+	fi
+	loaded $REL_MOD || fail "module gone after a refused rmmod $1" $(figures)
+	log "rmmod refused $1: $(cat /tmp/rmmod.err)"
+	REL_RACES=$((REL_RACES + 1))
+}
+
+rmmod_during_reg() {
+	# 1. live registrations hold the module
+	alloc_reg 128K 0 128K
+	r=$(refcnt)
+	[ "$r" -gt "$REL_IDLE_REF" ] || fail "a live registration takes no module reference (refcnt $r)" $(figures)
+	rmmod_refused "with a live registration"
+	# 2. a registration in flight (sleeping before get_pages) holds it too
+	_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+	va2=$(sval va "$_o")
+	st delay get_pages 600 1 >/dev/null
+	bg_run reg st mr-reg "$va2" 128K
+	usleep 200000
+	rmmod_refused "with a registration in flight"
+	wait "$pid_reg"
+	[ "$(bg_rc reg)" = 0 ] || fail "the in-flight registration failed: $(cat /tmp/bg.reg)" $(figures)
+	mr2=$(sval mr "$(cat /tmp/bg.reg)")
+	st mr-dereg "$mr2" >/dev/null || fail "dereg" $(figures)
+	st gpu-free "$va2" >/dev/null
+	st mr-dereg "$mr" >/dev/null || fail "dereg" $(figures)
+	st gpu-free "$va" >/dev/null
+	REL_OPS=$((REL_OPS + 6))
+	settle_idle
+	# 3. idle: rmmod works, and the module loads again
+	rmmod $REL_MOD || fail "rmmod of an idle module failed" $(figures)
+	# shellcheck disable=SC2046
+	load $REL_MOD $(client_params)
+	# 4. a registration loop racing rmmod attempts: each rmmod either is
+	# refused or wins; registrations after a win fail cleanly (EFAULT: no
+	# client claims the range); the module is reloaded and the loop goes on.
+	i=0
+	wins=0
+	while [ $i -lt "$rounds" ]; do
+		_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+		va=$(sval va "$_o")
+		(
+			n=0
+			while [ $n -lt 15 ]; do
+				o=$(st mr-reg "$va" 128K) && st mr-dereg "$(sval mr "$o")" >/dev/null
+				n=$((n + 1))
+			done
+		) >/dev/null 2>&1 &
+		loop=$!
+		tries=0
+		while kill -0 $loop 2>/dev/null; do
+			tries=$((tries + 1))
+			REL_RACES=$((REL_RACES + 1))
+			if rmmod $REL_MOD 2>/dev/null; then
+				wins=$((wins + 1))
+				# shellcheck disable=SC2046
+				load $REL_MOD $(client_params)
+			fi
+			usleep 20000
+		done
+		wait $loop
+		REL_OPS=$((REL_OPS + 30 + tries))
+		st gpu-free "$va" >/dev/null
+		loaded $REL_MOD || load $REL_MOD $(client_params)
+		_lc=$(st leak-check) || fail "rmmod race round $i left something behind: $_lc" $(figures)
+		i=$((i + 1))
+	done
+	EXTRA="rmmod_won=$wins"
+}
+
+EXTRA=
+case "$window" in
+release_in_invalidation) release_in_invalidation ;;
+free_vs_dereg) free_vs_dereg ;;
+free_in_get_pages) free_during_reg get_pages p2p_get_pages ;;
+free_in_dma_map) free_during_reg dma_map p2p_dma_map ;;
+rmmod_during_reg) rmmod_during_reg ;;
+*) fail "unknown window $window" ;;
+esac
+st delay "" 0 >/dev/null
+log "delays taken: $(( $(ctr delays_taken) - delays0 ))"
+settle_idle
+kmemleak_check
+# shellcheck disable=SC2086
+rel_pass $EXTRA
