@@ -418,6 +418,16 @@ test_dkms_build_install() {
 	# PeerDirect and P2P symbols come from.
 	[[ ",$deps," == *,peerdirect_sim,* && ",$deps," == *,nvidia_p2p_sim,* ]] ||
 		die "depends '$deps' lacks peerdirect_sim/nvidia_p2p_sim: symbols not resolved at build time"
+	# The modprobe.d file documents every parameter the module has, and its
+	# options line names only real ones.
+	local parm
+	for parm in $(modinfo -F parm "$ko" | cut -d: -f1); do
+		grep -q "^#   $parm=" "$pkg/modprobe.d/$name.conf" || die "parameter $parm not documented in modprobe.d"
+	done
+	for parm in $(sed -n 's/^#options nvidia_peermem_rs //p' "$pkg/modprobe.d/$name.conf" | tr ' ' '\n' | cut -d= -f1); do
+		modinfo -F parm "$ko" | grep -q "^$parm:" || die "options line names unknown parameter $parm"
+	done
+	echo "parameters: $(modinfo -F parm "$ko" | cut -d: -f1 | tr '\n' ' ')(all documented)"
 	depmod -b "$T/root" "$kver" && grep -q "updates/dkms/nvidia_peermem_rs.ko" "$T/root/lib/modules/$kver/modules.dep" ||
 		die "depmod -b on the install tree"
 	# Hand the install tree to the VM test.
