@@ -1,0 +1,693 @@
+// SPDX-License-Identifier: GPL-2.0
+//! `peermem-check doctor`: every check gives pass / warn / fail (or skip)
+//! and a one-line fix. All inputs come from a [`SysRoot`] (so tests run the
+//! checks against fixture trees) plus an optional CUDA view.
+
+pub mod dmesg;
+pub mod pci;
+pub mod sysroot;
+
+use serde_json::json;
+
+use crate::gpuinfo::{ordering_name, CudaView, WRITES_ORDERING_OWNER};
+use crate::report::{Check, Verdict};
+use pci::{Acs, Link, PciDevice, ACS_CR, ACS_RR};
+pub use sysroot::SysRoot;
+
+/// Peer-memory client modules we know, and who made them.
+pub const CLIENTS: &[(&str, &str)] = &[
+    ("nvidia_peermem_rs", "nvidia-peermem-rs (this project)"),
+    ("nvidia_peermem", "NVIDIA's nvidia-peermem"),
+    ("nv_peer_mem", "Mellanox's legacy nv_peer_mem"),
+];
+
+/// The paths NCCL, UCX and others test to decide "GPUDirect RDMA available".
+pub const NCCL_PATHS: &[&str] = &[
+    "/sys/kernel/mm/memory_peers/nv_mem/version",
+    "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
+    "/sys/module/nvidia_peermem/version",
+];
+
+/// BAR1 smaller than this limits how much GPU memory can be exposed.
+const BAR1_SMALL: u64 = 256 << 20;
+
+/// What doctor looks at.
+pub struct Inputs {
+    pub root: SysRoot,
+    /// `None`: CUDA was not probed (skip the attribute check).
+    pub cuda: Option<CudaView>,
+}
+
+/// Runs every check, in a fixed order.
+pub fn run(inp: &Inputs) -> Vec<Check> {
+    let r = &inp.root;
+    let gpus = pci::gpus(r);
+    let nics = rdma_nics(r);
+    vec![
+        nvidia_driver(r, &gpus),
+        peer_memory_client(r),
+        nccl_detection(r),
+        peerdirect_core(r),
+        peerdirect_support(r),
+        rdma_devices(r),
+        iommu(r, &gpus),
+        pcie_topology(&gpus, &nics),
+        acs(r, &gpus, &nics),
+        bar1(r, &gpus),
+        gpu_attributes(inp.cuda.as_ref()),
+        kernel_log(r),
+    ]
+}
+
+/// The loaded peer-memory client modules.
+pub fn loaded_clients(r: &SysRoot) -> Vec<&'static str> {
+    CLIENTS
+        .iter()
+        .filter(|(m, _)| r.exists(&format!("/sys/module/{m}")))
+        .map(|(m, _)| *m)
+        .collect()
+}
+
+fn nvidia_driver(r: &SysRoot, gpus: &[PciDevice]) -> Check {
+    const T: &str = "NVIDIA driver";
+    let proc_version = r
+        .read("/proc/driver/nvidia/version")
+        .and_then(|s| s.lines().next().map(str::to_string));
+    let mod_version = r.read("/sys/module/nvidia/version");
+    if proc_version.is_none() && mod_version.is_none() {
+        let why = if gpus.is_empty() {
+            "not loaded, and no NVIDIA GPU on the PCI bus".to_string()
+        } else {
+            format!("not loaded ({} NVIDIA GPU(s) on the PCI bus)", gpus.len())
+        };
+        return Check::fail("nvidia_driver", T, why)
+            .fix("install the NVIDIA driver (R535+; open kernel modules for dma-buf) and modprobe nvidia")
+            .data(json!({"loaded": false, "gpus_on_bus": gpus.len()}));
+    }
+    let text = proc_version.clone().unwrap_or_default();
+    let version = mod_version.clone().or_else(|| {
+        text.split_whitespace()
+            .find(|w| {
+                w.chars().filter(|c| *c == '.').count() >= 1
+                    && w.chars().next().is_some_and(|c| c.is_ascii_digit())
+            })
+            .map(str::to_string)
+    });
+    let flavour = if text.contains("Open Kernel Module") {
+        "open"
+    } else if text.contains("Kernel Module") {
+        "proprietary"
+    } else {
+        "unknown"
+    };
+    let v = version.clone().unwrap_or_else(|| "unknown version".into());
+    let data =
+        json!({"loaded": true, "version": version, "flavour": flavour, "gpus_on_bus": gpus.len()});
+    match flavour {
+        "proprietary" => Check::pass(
+            "nvidia_driver",
+            T,
+            format!("{v}, proprietary kernel modules (the dma-buf path needs the open ones)"),
+        )
+        .data(data),
+        _ => Check::pass("nvidia_driver", T, format!("{v}, {flavour} kernel modules")).data(data),
+    }
+}
+
+fn client_params(r: &SysRoot, m: &str) -> serde_json::Map<String, serde_json::Value> {
+    let mut params = serde_json::Map::new();
+    for p in r.list(&format!("/sys/module/{m}/parameters")) {
+        if let Some(v) = r.read(&format!("/sys/module/{m}/parameters/{p}")) {
+            params.insert(p, json!(v));
+        }
+    }
+    params
+}
+
+fn peer_memory_client(r: &SysRoot) -> Check {
+    const T: &str = "Peer-memory client";
+    let loaded = loaded_clients(r);
+    let registered = r.list("/sys/kernel/mm/memory_peers");
+    let data = json!({
+        "loaded": loaded.iter().map(|m| json!({
+            "module": m,
+            "version": r.read(&format!("/sys/module/{m}/version")),
+            "parameters": client_params(r, m),
+        })).collect::<Vec<_>>(),
+        "registered_with_core": registered,
+    });
+    match loaded.as_slice() {
+        [] => Check::fail(
+            "peer_memory_client",
+            T,
+            "no peer-memory client module is loaded",
+        )
+        .fix("modprobe nvidia_peermem_rs (or NVIDIA's nvidia-peermem)")
+        .data(data),
+        [m] => {
+            let who = CLIENTS.iter().find(|(n, _)| n == m).map_or("", |c| c.1);
+            let params: Vec<String> = client_params(r, m)
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect();
+            let detail = format!(
+                "{m} loaded ({who}){}",
+                if params.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {}", params.join(" "))
+                }
+            );
+            if *m == "nv_peer_mem" {
+                Check::warn("peer_memory_client", T, detail)
+                    .fix("nv_peer_mem is deprecated: replace it with nvidia_peermem_rs")
+                    .data(data)
+            } else {
+                Check::pass("peer_memory_client", T, detail).data(data)
+            }
+        }
+        many => Check::fail(
+            "peer_memory_client",
+            T,
+            format!(
+                "{} are all loaded: only one can register nv_mem",
+                many.join(", ")
+            ),
+        )
+        .fix(format!(
+            "keep one: rmmod {}",
+            many.iter()
+                .filter(|m| **m != "nvidia_peermem_rs")
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" ")
+        ))
+        .data(data),
+    }
+}
+
+fn nccl_detection(r: &SysRoot) -> Check {
+    const T: &str = "NCCL/UCX detection paths";
+    let found: Vec<&str> = NCCL_PATHS.iter().copied().filter(|p| r.exists(p)).collect();
+    let data = json!({"present": found, "checked": NCCL_PATHS});
+    if found.is_empty() {
+        let why = if loaded_clients(r).is_empty() {
+            "none of the paths exist: NCCL will not use GPUDirect RDMA"
+        } else {
+            "a client module is loaded but nv_mem is not registered with the PeerDirect core"
+        };
+        return Check::fail("nccl_detection", T, why)
+            .fix("load a peer-memory client that registers nv_mem; check dmesg if one is loaded")
+            .data(data);
+    }
+    let versions: Vec<String> = found
+        .iter()
+        .map(|p| format!("{p} = {}", r.read(p).unwrap_or_default()))
+        .collect();
+    Check::pass("nccl_detection", T, versions.join(", ")).data(data)
+}
+
+/// Core generation from `ofed_info -s` (`MLNX_OFED_LINUX-5.8-3.0.7.0:`,
+/// `OFED-internal-24.10-1.1.4:`): `Some(true)` legacy (<= 5.0).
+pub fn ofed_is_legacy(ofed: &str) -> Option<bool> {
+    let v = ofed
+        .split(['-', ' '])
+        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))?;
+    let mut it = v.split('.');
+    let major: u32 = it.next()?.parse().ok()?;
+    let minor: u32 = it.next()?.trim_end_matches(':').parse().ok()?;
+    Some(major < 5 || (major == 5 && minor == 0))
+}
+
+fn peerdirect_core(r: &SysRoot) -> Check {
+    const T: &str = "PeerDirect core";
+    let ofed = r.ofed_info();
+    let kallsyms = r.read("/proc/kallsyms");
+    let exported = kallsyms.as_deref().map(|k| {
+        k.lines()
+            .any(|l| l.split_whitespace().nth(2) == Some("ib_register_peer_memory_client"))
+    });
+    let peers_dir = r.exists("/sys/kernel/mm/memory_peers");
+    let data =
+        json!({"ofed_info": ofed, "symbol_exported": exported, "memory_peers_dir": peers_dir});
+    let ofed_s = ofed.as_deref().map_or("no ofed_info".to_string(), |o| {
+        o.lines().next().unwrap_or("").to_string()
+    });
+    match (exported, peers_dir) {
+        (Some(true), _) | (_, true) => Check::pass(
+            "peerdirect_core",
+            T,
+            format!("ib_register_peer_memory_client is available ({ofed_s})"),
+        )
+        .data(data),
+        (Some(false), false) => Check::fail(
+            "peerdirect_core",
+            T,
+            format!("ib_core has no PeerDirect API (inbox RDMA stack; {ofed_s})"),
+        )
+        .fix("install MLNX_OFED/DOCA-OFED, or use dma-buf (open NVIDIA modules, ibv_reg_dmabuf_mr)")
+        .data(data),
+        (None, false) => Check::warn(
+            "peerdirect_core",
+            T,
+            "cannot read /proc/kallsyms and no /sys/kernel/mm/memory_peers",
+        )
+        .fix("run as root, with ib_core loaded")
+        .data(data),
+    }
+}
+
+fn peerdirect_support(r: &SysRoot) -> Check {
+    const T: &str = "peerdirect_support vs core";
+    let client = loaded_clients(r)
+        .into_iter()
+        .find(|m| r.exists(&format!("/sys/module/{m}/parameters/peerdirect_support")));
+    let Some(m) = client else {
+        return Check::skip(
+            "peerdirect_support",
+            T,
+            "no loaded client has a peerdirect_support parameter",
+        );
+    };
+    let val = r
+        .read(&format!("/sys/module/{m}/parameters/peerdirect_support"))
+        .unwrap_or_default();
+    let ofed = r.ofed_info();
+    let legacy = ofed.as_deref().and_then(ofed_is_legacy);
+    let data = json!({"module": m, "peerdirect_support": val, "core_legacy": legacy});
+    match (legacy, val.as_str()) {
+        (None, _) => Check::skip(
+            "peerdirect_support",
+            T,
+            format!("{m} peerdirect_support={val}; core generation unknown (no ofed_info -s)"),
+        )
+        .data(data),
+        (Some(true), "1") | (Some(false), "0") => Check::pass(
+            "peerdirect_support",
+            T,
+            format!(
+                "{m} peerdirect_support={val} suits the {} core",
+                if legacy == Some(true) { "legacy (<= 5.0)" } else { "5.1+" }
+            ),
+        )
+        .data(data),
+        (Some(true), _) => Check::fail(
+            "peerdirect_support",
+            T,
+            format!("{m} peerdirect_support={val} but the core is legacy (MLNX_OFED <= 5.0): invalidation will misbehave"),
+        )
+        .fix(format!("reload: modprobe -r {m}; modprobe {m} peerdirect_support=1"))
+        .data(data),
+        (Some(false), _) => Check::warn(
+            "peerdirect_support",
+            T,
+            format!("{m} peerdirect_support={val} on a 5.1+ core gives up the lock-inversion mitigation"),
+        )
+        .fix(format!("reload: modprobe -r {m}; modprobe {m} peerdirect_support=0"))
+        .data(data),
+    }
+}
+
+/// An RDMA device and its PCI function.
+pub struct Nic {
+    pub name: String,
+    pub pci: Option<PciDevice>,
+}
+
+fn rdma_nics(r: &SysRoot) -> Vec<Nic> {
+    r.list("/sys/class/infiniband")
+        .into_iter()
+        .map(|name| {
+            let pci = pci::device_at(r, &format!("/sys/class/infiniband/{name}/device"));
+            Nic { name, pci }
+        })
+        .collect()
+}
+
+fn rdma_devices(r: &SysRoot) -> Check {
+    const T: &str = "RDMA devices";
+    let devs = r.list("/sys/class/infiniband");
+    if devs.is_empty() {
+        return Check::fail("rdma_devices", T, "no RDMA device (/sys/class/infiniband is empty or missing)")
+            .fix("GPUDirect RDMA needs an RDMA NIC (e.g. ConnectX) with its driver loaded (modprobe mlx5_ib)")
+            .data(json!({"devices": []}));
+    }
+    let mut list = Vec::new();
+    let mut words = Vec::new();
+    let mut active = 0;
+    for d in &devs {
+        for p in r.list(&format!("/sys/class/infiniband/{d}/ports")) {
+            let base = format!("/sys/class/infiniband/{d}/ports/{p}");
+            let state = r.read(&format!("{base}/state")).unwrap_or_default();
+            let link = r.read(&format!("{base}/link_layer")).unwrap_or_default();
+            let is_active = state.contains("ACTIVE");
+            active += usize::from(is_active);
+            let short = state
+                .split_once(": ")
+                .map_or(state.as_str(), |(_, s)| s)
+                .to_string();
+            words.push(format!("{d}/{p} {short} {link}"));
+            list.push(json!({"device": d, "port": p, "state": state, "link_layer": link, "active": is_active}));
+        }
+    }
+    let data = json!({"devices": devs, "ports": list});
+    if active == 0 {
+        Check::warn(
+            "rdma_devices",
+            T,
+            format!("no ACTIVE port: {}", words.join(", ")),
+        )
+        .fix("check the cable and the link (ibstat); InfiniBand needs a subnet manager (opensm)")
+        .data(data)
+    } else {
+        Check::pass("rdma_devices", T, words.join(", ")).data(data)
+    }
+}
+
+fn iommu(r: &SysRoot, gpus: &[PciDevice]) -> Check {
+    const T: &str = "IOMMU";
+    let cmdline = r.read("/proc/cmdline").unwrap_or_default();
+    let args: Vec<&str> = cmdline.split_whitespace().collect();
+    let has = |a: &str| args.contains(&a);
+    let units = r.list("/sys/class/iommu");
+    // The GPU's IOMMU group type is the most direct answer.
+    let group_type = gpus
+        .iter()
+        .find_map(|g| r.read(&format!("/sys/bus/pci/devices/{}/iommu_group/type", g.bdf)));
+    let pt_arg = has("iommu=pt") || has("iommu.passthrough=1");
+    let off_arg = has("intel_iommu=off") || has("amd_iommu=off") || has("iommu=off");
+    let data = json!({"cmdline_passthrough": pt_arg, "cmdline_off": off_arg, "iommu_units": units, "gpu_group_type": group_type});
+    let translated = match group_type.as_deref() {
+        Some("identity") => false,
+        Some(t) if t.starts_with("DMA") => true,
+        _ => !units.is_empty() && !pt_arg && !off_arg,
+    };
+    if units.is_empty() {
+        return Check::pass(
+            "iommu",
+            T,
+            "no IOMMU active (devices see physical addresses)",
+        )
+        .data(data);
+    }
+    if !translated {
+        return Check::pass(
+            "iommu",
+            T,
+            format!(
+                "{} IOMMU unit(s), passthrough ({})",
+                units.len(),
+                group_type.as_deref().unwrap_or("iommu=pt")
+            ),
+        )
+        .data(data);
+    }
+    Check::warn(
+        "iommu",
+        T,
+        format!(
+            "{} IOMMU unit(s) translating DMA{}: peer-to-peer between GPU and NIC may fail or be slow",
+            units.len(),
+            group_type.map_or(String::new(), |t| format!(" (GPU group type {t})"))
+        ),
+    )
+    .fix("add iommu=pt to the kernel command line (or disable the IOMMU), then reboot")
+    .data(data)
+}
+
+fn pcie_topology(gpus: &[PciDevice], nics: &[Nic]) -> Check {
+    const T: &str = "PCIe path GPU<->NIC";
+    let nics: Vec<(&str, &PciDevice)> = nics
+        .iter()
+        .filter_map(|n| n.pci.as_ref().map(|p| (n.name.as_str(), p)))
+        .collect();
+    if gpus.is_empty() || nics.is_empty() {
+        return Check::skip(
+            "pcie_topology",
+            T,
+            format!(
+                "needs a GPU and a PCI RDMA NIC (found {} GPU(s), {} NIC(s))",
+                gpus.len(),
+                nics.len()
+            ),
+        );
+    }
+    let mut pairs = Vec::new();
+    let mut words = Vec::new();
+    // For each GPU, its best NIC decides (jobs pick the closest NIC).
+    let mut worst_best = Link::PIX;
+    for g in gpus {
+        let mut best = Link::SYS;
+        for (name, n) in &nics {
+            let l = pci::classify(g, n);
+            best = best.min(l);
+            words.push(format!("{} <-> {name} ({}): {}", g.bdf, n.bdf, l.name()));
+            pairs.push(json!({"gpu": g.bdf, "nic": name, "nic_bdf": n.bdf, "link": l.name()}));
+        }
+        worst_best = worst_best.max(best);
+    }
+    let data = json!({"pairs": pairs});
+    let detail = words.join(", ");
+    match worst_best {
+        Link::PIX | Link::PXB => Check::pass("pcie_topology", T, detail).data(data),
+        Link::PHB | Link::NODE => Check::warn("pcie_topology", T, detail)
+            .fix("traffic crosses the CPU root complex: put GPU and NIC under one PCIe switch for full bandwidth")
+            .data(data),
+        Link::SYS => Check::fail("pcie_topology", T, detail)
+            .fix("GPU and NIC are on different CPU sockets: use a NIC on the GPU's socket")
+            .data(data),
+    }
+}
+
+fn acs(r: &SysRoot, gpus: &[PciDevice], nics: &[Nic]) -> Check {
+    const T: &str = "ACS on the P2P path";
+    let mut bridges: Vec<(String, Link)> = Vec::new();
+    for g in gpus {
+        for n in nics.iter().filter_map(|n| n.pci.as_ref()) {
+            let l = pci::classify(g, n);
+            for b in pci::bridges_between(g, n) {
+                if !bridges.iter().any(|(x, _)| *x == b) {
+                    bridges.push((b, l));
+                }
+            }
+        }
+    }
+    if bridges.is_empty() {
+        return Check::skip("acs", T, "no bridge between a GPU and a NIC");
+    }
+    let mut redirecting = Vec::new();
+    let mut unreadable = Vec::new();
+    let mut list = Vec::new();
+    for (b, link) in &bridges {
+        let a = pci::acs(r, b);
+        let (state, redir) = match a {
+            Acs::Unreadable => ("unreadable".to_string(), false),
+            Acs::Absent => ("no ACS".to_string(), false),
+            Acs::Control(c) => (format!("ACSCtl=0x{c:04x}"), c & (ACS_RR | ACS_CR) != 0),
+        };
+        if a == Acs::Unreadable {
+            unreadable.push(b.clone());
+        }
+        if redir && matches!(link, Link::PIX | Link::PXB) {
+            redirecting.push(b.clone());
+        }
+        list.push(json!({"bridge": b, "acs": state, "redirects_p2p": redir}));
+    }
+    let data = json!({"bridges": list});
+    if !redirecting.is_empty() {
+        return Check::fail(
+            "acs",
+            T,
+            format!(
+                "ACS redirects peer-to-peer to the root complex on {}",
+                redirecting.join(", ")
+            ),
+        )
+        .fix(format!(
+            "disable ACS redirect: setpci -s {} ECAP_ACS+0x6.w=0000 (or in BIOS)",
+            redirecting[0]
+        ))
+        .data(data);
+    }
+    if unreadable.len() == bridges.len() {
+        return Check::warn("acs", T, "cannot read the bridges' extended config space")
+            .fix("run doctor as root")
+            .data(data);
+    }
+    Check::pass(
+        "acs",
+        T,
+        format!(
+            "no P2P redirect on {} bridge(s)",
+            bridges.len() - unreadable.len()
+        ),
+    )
+    .data(data)
+}
+
+fn human_bytes(n: u64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < U.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if v.fract() == 0.0 {
+        format!("{v:.0} {}", U[i])
+    } else {
+        format!("{v:.1} {}", U[i])
+    }
+}
+
+fn bar1(r: &SysRoot, gpus: &[PciDevice]) -> Check {
+    const T: &str = "GPU BAR1";
+    if gpus.is_empty() {
+        return Check::skip("bar1", T, "no NVIDIA GPU on the PCI bus");
+    }
+    let mut words = Vec::new();
+    let mut small = Vec::new();
+    let mut list = Vec::new();
+    for g in gpus {
+        match pci::bar_size(r, &g.bdf, 1) {
+            Some(s) => {
+                words.push(format!("{} {}", g.bdf, human_bytes(s)));
+                if s < BAR1_SMALL {
+                    small.push(g.bdf.clone());
+                }
+                list.push(json!({"gpu": g.bdf, "bar1_bytes": s}));
+            }
+            None => {
+                words.push(format!("{} unknown", g.bdf));
+                list.push(json!({"gpu": g.bdf, "bar1_bytes": null}));
+            }
+        }
+    }
+    let data = json!({"gpus": list});
+    if !small.is_empty() {
+        return Check::warn("bar1", T, words.join(", "))
+            .fix("a small BAR1 caps how much GPU memory can be registered at once: enable large/resizable BAR in BIOS")
+            .data(data);
+    }
+    Check::pass("bar1", T, words.join(", ")).data(data)
+}
+
+fn gpu_attributes(cuda: Option<&CudaView>) -> Check {
+    const T: &str = "GPU attributes (CUDA)";
+    let Some(c) = cuda else {
+        return Check::skip("gpu_attributes", T, "CUDA not probed");
+    };
+    let data = serde_json::to_value(c).unwrap_or_default();
+    if let Some(e) = &c.error {
+        return Check::skip("gpu_attributes", T, e.clone()).data(data);
+    }
+    if c.gpus.is_empty() {
+        return Check::fail("gpu_attributes", T, "CUDA sees no GPU")
+            .fix("check nvidia-smi, CUDA_VISIBLE_DEVICES and the driver installation")
+            .data(data);
+    }
+    let mut words = Vec::new();
+    let mut no_rdma = Vec::new();
+    let mut notes = Vec::new();
+    let yn = |v: Option<bool>| match v {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "?",
+    };
+    for g in &c.gpus {
+        words.push(format!(
+            "GPU{} {} [{}]: GPUDirect RDMA {}, dma-buf {}, write ordering {}",
+            g.index,
+            g.name,
+            g.pci_bus_id,
+            yn(g.gpudirect_rdma_supported),
+            yn(g.dma_buf_supported),
+            g.rdma_writes_ordering.map_or("?", ordering_name)
+        ));
+        if g.gpudirect_rdma_supported == Some(false) {
+            no_rdma.push(format!("GPU{}", g.index));
+        }
+        if g.rdma_writes_ordering
+            .is_some_and(|o| o < WRITES_ORDERING_OWNER)
+        {
+            notes.push(format!(
+                "GPU{}: flush GPUDirect writes (cuFlushGPUDirectRDMAWrites) before reading",
+                g.index
+            ));
+        }
+    }
+    if !no_rdma.is_empty() {
+        return Check::fail("gpu_attributes", T, words.join("; "))
+            .fix(format!(
+                "{} cannot do GPUDirect RDMA (consumer/unsupported GPU): use a data-center GPU",
+                no_rdma.join(", ")
+            ))
+            .data(data);
+    }
+    let c = Check::pass("gpu_attributes", T, words.join("; ")).data(data);
+    if notes.is_empty() {
+        c
+    } else {
+        c.fix(notes.join("; "))
+    }
+}
+
+fn kernel_log(r: &SysRoot) -> Check {
+    const T: &str = "Kernel log signatures";
+    let Some(log) = r.dmesg() else {
+        return Check::skip("kernel_log", T, "cannot read the kernel log (run as root)");
+    };
+    let hits = dmesg::scan(&log);
+    let data = json!({"hits": hits.iter().map(|h| json!({
+        "signature": h.sig.id, "count": h.count, "first_line": h.first_line, "meaning": h.sig.meaning,
+    })).collect::<Vec<_>>()});
+    let Some(worst) = hits.iter().map(|h| h.sig.verdict).max() else {
+        return Check::pass("kernel_log", T, "no known failure signature").data(data);
+    };
+    let first = hits.iter().find(|h| h.sig.verdict == worst).map(|h| h);
+    let detail = hits
+        .iter()
+        .map(|h| format!("{} x{}: {}", h.sig.id, h.count, h.sig.meaning))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let fix = first.map_or("", |h| h.sig.fix);
+    Check::new("kernel_log", T, worst, detail)
+        .fix(fix)
+        .data(data)
+}
+
+/// The overall verdict lines at the end of human output.
+pub fn verdict_line(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Pass | Verdict::Skip => "GPUDirect RDMA prerequisites look right on this node.",
+        Verdict::Warn => "GPUDirect RDMA may work, with the warnings above.",
+        Verdict::Fail => {
+            "GPUDirect RDMA will not work on this node until the failures above are fixed."
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ofed_generations() {
+        assert_eq!(ofed_is_legacy("MLNX_OFED_LINUX-4.9-7.1.0.0:"), Some(true));
+        assert_eq!(ofed_is_legacy("MLNX_OFED_LINUX-5.0-2.1.8.0:"), Some(true));
+        assert_eq!(ofed_is_legacy("MLNX_OFED_LINUX-5.1-0.6.6.0:"), Some(false));
+        assert_eq!(
+            ofed_is_legacy("MLNX_OFED_LINUX-23.10-1.1.9.0:"),
+            Some(false)
+        );
+        assert_eq!(ofed_is_legacy("OFED-internal-24.10-1.1.4:"), Some(false));
+        assert_eq!(ofed_is_legacy("nothing here"), None);
+    }
+
+    #[test]
+    fn bytes() {
+        assert_eq!(human_bytes(256 << 20), "256 MiB");
+        assert_eq!(human_bytes(64 << 30), "64 GiB");
+        assert_eq!(human_bytes(1536 << 20), "1.5 GiB");
+    }
+}

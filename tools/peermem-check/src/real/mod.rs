@@ -1,0 +1,8 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The real backend: an NVIDIA GPU through the CUDA driver API and an RDMA
+//! NIC through libibverbs, both loaded at run time.
+
+pub mod bench;
+pub mod cuda;
+pub mod validate;
+pub mod verbs;

@@ -1,0 +1,618 @@
+// SPDX-License-Identifier: GPL-2.0
+//! `validate` on a real node: allocate GPU memory (cuMemAlloc), fill a
+//! sentinel, register it (ibv_reg_mr = the peer-memory client; and/or
+//! ibv_reg_dmabuf_mr on a dma-buf from cuMemGetHandleForAddressRange), RDMA
+//! WRITE a pattern into it from a host buffer over a loopback RC queue pair,
+//! RDMA READ it back, flush GPUDirect writes, copy the GPU memory to the host
+//! and compare, sentinel included. Each step is a check; a failed step says
+//! its likely cause.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use peermem_sim::pattern::{compare, Pattern};
+
+use super::cuda::{self, Context, CudaError, DeviceBuffer};
+use super::verbs::{self, Device, IbvGid, Loopback, Pd, Qp, Verbs, VerbsError};
+use crate::causes::{explain, Op};
+use crate::gpuinfo::{ordering_name, GpuAttrs, WRITES_ORDERING_OWNER};
+use crate::report::Check;
+use crate::{Backend, Outcome, RegPath, ValidateArgs};
+
+const GPU_PAGE: u64 = 64 << 10;
+const SENTINEL: u8 = 0xa5;
+const KEEP: usize = 8;
+/// Largest single RDMA message we post.
+const MAX_WR: u64 = 1 << 30;
+const COMPLETION_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn cuda_fail(id: &'static str, title: &str, e: &CudaError) -> Check {
+    let c = if e.call == "dlopen" {
+        explain(Op::LoadCuda, 0)
+    } else if e.call == "cuMemGetHandleForAddressRange" {
+        explain(Op::ExportDmabuf, 0)
+    } else {
+        crate::causes::Cause {
+            cause: "the CUDA driver refused the call".into(),
+            fix: "check nvidia-smi and dmesg (Xid errors)".into(),
+        }
+    };
+    let detail = if e.call == "dlopen" {
+        c.cause.clone()
+    } else {
+        format!("{e}: {}", c.cause)
+    };
+    Check::fail(id, title, detail)
+        .fix(c.fix)
+        .data(json!({"call": e.call, "error": e.name}))
+}
+
+/// A verbs failure as a check with its likely cause.
+pub fn verbs_fail(id: &'static str, title: &str, e: &VerbsError) -> Check {
+    let c = explain(e.op, e.errno);
+    Check::fail(id, title, format!("{e}: {}", c.cause))
+        .fix(c.fix)
+        .data(json!({"call": e.call, "errno": e.errno, "errno_name": peermem_sim::errno::name(e.errno)}))
+}
+
+fn round_up(n: u64, to: u64) -> u64 {
+    n.div_ceil(to) * to
+}
+
+fn gpu_line(g: &GpuAttrs, driver: Option<i32>) -> String {
+    let yn = |v: Option<bool>| match v {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "unknown",
+    };
+    format!(
+        "GPU{} {} [{}], {} MiB, CUDA driver {}; GPUDirect RDMA supported: {}, dma-buf supported: {}, RDMA writes ordering: {}",
+        g.index,
+        g.name,
+        g.pci_bus_id,
+        g.total_mem >> 20,
+        driver.map_or("?".to_string(), |v| format!("{}.{}", v / 1000, (v % 1000) / 10)),
+        yn(g.gpudirect_rdma_supported),
+        yn(g.dma_buf_supported),
+        g.rdma_writes_ordering.map_or("unknown", ordering_name)
+    )
+}
+
+/// The GPU half on its own: allocation, sentinel, host<->GPU copy of a
+/// pattern, dma-buf export. Runs before any verbs call so a node without a
+/// NIC still shows what its GPU can do.
+fn gpu_half(ctx: &Context, a: &ValidateArgs, g: &GpuAttrs, checks: &mut Vec<Check>) -> bool {
+    let size = a.sizes.iter().copied().max().unwrap_or(1 << 20);
+    let off = a.offsets.iter().copied().max().unwrap_or(0);
+    let alloc = round_up(size + off, GPU_PAGE) as usize;
+    let buf = match DeviceBuffer::new(ctx, alloc) {
+        Ok(b) => b,
+        Err(e) => {
+            checks.push(cuda_fail("gpu_alloc", "GPU allocation (cuMemAlloc)", &e));
+            return false;
+        }
+    };
+    let r = (|| -> Result<(), CudaError> {
+        buf.fill(SENTINEL)?;
+        let p = Pattern::Seeded(0x5eed).make(0, size as usize);
+        buf.write(off as usize, &p)?;
+        let mut back = vec![0u8; alloc];
+        buf.read(0, &mut back)?;
+        let mut expect = vec![SENTINEL; alloc];
+        expect[off as usize..(off + size) as usize].copy_from_slice(&p);
+        let c = compare(&expect, &back, 1);
+        if !c.ok() {
+            return Err(CudaError {
+                call: "compare",
+                name: "GPU memory mismatch".into(),
+                text: format!(
+                    "{} byte(s) differ after cuMemcpyHtoD/DtoH",
+                    c.mismatched_bytes
+                ),
+            });
+        }
+        Ok(())
+    })();
+    match r {
+        Ok(()) => checks.push(Check::pass(
+            "gpu_alloc",
+            "GPU memory (cuMemAlloc, sentinel, copy)",
+            format!(
+                "{alloc} bytes at 0x{:x}, SYNC_MEMOPS set, 0x{SENTINEL:02x} sentinel and a host<->GPU pattern round trip intact",
+                buf.ptr()
+            ),
+        )),
+        Err(e) => {
+            checks.push(cuda_fail("gpu_alloc", "GPU memory (cuMemAlloc, sentinel, copy)", &e));
+            return false;
+        }
+    }
+    if a.path != RegPath::Peermem {
+        if g.dma_buf_supported == Some(false) {
+            checks.push(
+                Check::skip(
+                    "dmabuf_export",
+                    "dma-buf export",
+                    "the GPU reports CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED = 0",
+                )
+                .fix("dma-buf needs the open NVIDIA kernel modules"),
+            );
+        } else {
+            match buf.export_dmabuf(0, alloc) {
+                Ok(d) => checks.push(Check::pass(
+                    "dmabuf_export",
+                    "dma-buf export (cuMemGetHandleForAddressRange)",
+                    format!("{alloc} bytes exported as dma-buf fd {}", d.fd()),
+                )),
+                Err(e) => checks.push(cuda_fail(
+                    "dmabuf_export",
+                    "dma-buf export (cuMemGetHandleForAddressRange)",
+                    &e,
+                )),
+            }
+        }
+    }
+    true
+}
+
+/// Finds how to reach ourselves on `port`.
+fn loopback(
+    dev: &Device,
+    port: u8,
+    gid_index: Option<u8>,
+) -> Result<(Loopback, String), VerbsError> {
+    let p = dev.query_port(port)?;
+    if p.state != verbs::IBV_PORT_ACTIVE {
+        return Err(VerbsError {
+            op: Op::ModifyQp,
+            call: "ibv_query_port",
+            errno: 0,
+            detail: format!("{} port {port} is not ACTIVE (state {})", dev.name, p.state),
+        });
+    }
+    let mut l = Loopback {
+        port,
+        lid: p.lid,
+        mtu: p.active_mtu,
+        gid: None,
+    };
+    let mut how = format!(
+        "{} port {port} lid {} mtu enum {}",
+        dev.name, p.lid, p.active_mtu
+    );
+    if p.link_layer == verbs::IBV_LINK_LAYER_ETHERNET {
+        let pick = match gid_index {
+            Some(i) => Some((dev.query_gid(port, i32::from(i))?, i)),
+            None => {
+                let mut best: Option<(IbvGid, u8)> = None;
+                for i in 0..p.gid_tbl_len.clamp(0, 256) {
+                    let Ok(g) = dev.query_gid(port, i) else {
+                        continue;
+                    };
+                    if g.raw == [0; 16] {
+                        continue;
+                    }
+                    let v4_mapped =
+                        g.raw[..10] == [0; 10] && g.raw[10] == 0xff && g.raw[11] == 0xff;
+                    if best.is_none() || v4_mapped {
+                        best = Some((g, i as u8));
+                        if v4_mapped {
+                            break;
+                        }
+                    }
+                }
+                best
+            }
+        };
+        let Some((g, i)) = pick else {
+            return Err(VerbsError {
+                op: Op::ModifyQp,
+                call: "ibv_query_gid",
+                errno: 0,
+                detail: "RoCE port without a usable GID (no IP address on its netdev?)".into(),
+            });
+        };
+        l.gid = Some((g, i));
+        how.push_str(&format!(", RoCE GID index {i}"));
+    }
+    Ok((l, how))
+}
+
+struct Ctx<'a, 'v> {
+    cuda: &'a Context,
+    pd: &'a Pd<'v>,
+    qp: &'a Qp<'v>,
+    gpu: &'a GpuAttrs,
+    max_wr: u64,
+}
+
+/// Moves `len` bytes in chunks of at most `max_wr`.
+fn rdma_all(
+    c: &Ctx,
+    opcode: u32,
+    laddr: u64,
+    lkey: u32,
+    raddr: u64,
+    rkey: u32,
+    len: u64,
+) -> Result<(), VerbsError> {
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(c.max_wr);
+        c.qp.rdma(
+            opcode,
+            laddr + done,
+            lkey,
+            raddr + done,
+            rkey,
+            n as u32,
+            COMPLETION_TIMEOUT,
+        )?;
+        done += n;
+    }
+    Ok(())
+}
+
+/// One (path, size, offset): register, then `iterations` transfers.
+fn run_one(
+    c: &Ctx,
+    path: RegPath,
+    size: u64,
+    offset: u64,
+    iterations: u64,
+    seed: u64,
+) -> (serde_json::Value, Option<Check>) {
+    let path_name = if path == RegPath::Dmabuf {
+        "dmabuf"
+    } else {
+        "peermem"
+    };
+    let mut out = json!({"path": path_name, "size": size, "offset": offset});
+    let alloc = round_up(offset + size, GPU_PAGE) as usize;
+    let buf = match DeviceBuffer::new(c.cuda, alloc) {
+        Ok(b) => b,
+        Err(e) => return (out, Some(cuda_fail("gpu_alloc", "GPU allocation", &e))),
+    };
+    if let Err(e) = buf.fill(SENTINEL) {
+        return (out, Some(cuda_fail("gpu_alloc", "GPU sentinel", &e)));
+    }
+    let gaddr = buf.ptr() + offset;
+    // Keep the dma-buf open while its MR lives.
+    let dmabuf = if path == RegPath::Dmabuf {
+        match buf.export_dmabuf(0, alloc) {
+            Ok(d) => Some(d),
+            Err(e) => return (out, Some(cuda_fail("dmabuf_export", "dma-buf export", &e))),
+        }
+    } else {
+        None
+    };
+    let gmr = match &dmabuf {
+        Some(d) => c.pd.reg_dmabuf_mr(offset, size as usize, gaddr, d.fd()),
+        None => c.pd.reg_mr(gaddr, size as usize, Op::RegGpuMr),
+    };
+    let gmr = match gmr {
+        Ok(m) => m,
+        Err(e) => {
+            let title = if dmabuf.is_some() {
+                "ibv_reg_dmabuf_mr on GPU memory"
+            } else {
+                "ibv_reg_mr on GPU memory (peer-memory client)"
+            };
+            return (out, Some(verbs_fail("gpu_mr", title, &e)));
+        }
+    };
+    let mut src = vec![0u8; size as usize];
+    let mut dst = vec![0u8; size as usize];
+    let smr = match c
+        .pd
+        .reg_mr(src.as_mut_ptr() as u64, src.len(), Op::RegHostMr)
+    {
+        Ok(m) => m,
+        Err(e) => {
+            return (
+                out,
+                Some(verbs_fail("host_mr", "ibv_reg_mr on host memory", &e)),
+            )
+        }
+    };
+    let dmr = match c
+        .pd
+        .reg_mr(dst.as_mut_ptr() as u64, dst.len(), Op::RegHostMr)
+    {
+        Ok(m) => m,
+        Err(e) => {
+            return (
+                out,
+                Some(verbs_fail("host_mr", "ibv_reg_mr on host memory", &e)),
+            )
+        }
+    };
+    let mut flushed = false;
+    for it in 0..iterations {
+        let s = seed.wrapping_add(it);
+        Pattern::Seeded(s).fill(0, &mut src);
+        dst.fill(0);
+        if let Err(e) = rdma_all(
+            c,
+            verbs::IBV_WR_RDMA_WRITE,
+            src.as_ptr() as u64,
+            smr.lkey(),
+            gaddr,
+            gmr.rkey(),
+            size,
+        ) {
+            return (
+                out,
+                Some(verbs_fail("rdma_write", "RDMA WRITE host -> GPU", &e)),
+            );
+        }
+        if let Err(e) = rdma_all(
+            c,
+            verbs::IBV_WR_RDMA_READ,
+            dst.as_ptr() as u64,
+            dmr.lkey(),
+            gaddr,
+            gmr.rkey(),
+            size,
+        ) {
+            return (
+                out,
+                Some(verbs_fail("rdma_read", "RDMA READ GPU -> host", &e)),
+            );
+        }
+        let read_cmp = compare(&src, &dst, KEEP);
+        // Make completed RDMA writes visible to the GPU's own reads.
+        if c.gpu
+            .rdma_writes_ordering
+            .is_none_or(|o| o < WRITES_ORDERING_OWNER)
+        {
+            match c.cuda.flush_rdma_writes() {
+                Ok(f) => flushed |= f,
+                Err(e) => {
+                    return (
+                        out,
+                        Some(cuda_fail("flush", "cuFlushGPUDirectRDMAWrites", &e)),
+                    )
+                }
+            }
+        }
+        if let Err(e) = c.cuda.synchronize() {
+            return (out, Some(cuda_fail("gpu_copy", "cuCtxSynchronize", &e)));
+        }
+        let mut whole = vec![0u8; alloc];
+        if let Err(e) = buf.read(0, &mut whole) {
+            return (out, Some(cuda_fail("gpu_copy", "cuMemcpyDtoH", &e)));
+        }
+        let mut expect = vec![SENTINEL; alloc];
+        expect[offset as usize..(offset + size) as usize].copy_from_slice(&src);
+        let gpu_cmp = compare(&expect, &whole, KEEP);
+        let firsts: Vec<_> = gpu_cmp
+            .first
+            .iter()
+            .map(|m| json!({"offset": m.offset as i64 - offset as i64, "expected": m.expected, "actual": m.actual}))
+            .collect();
+        out["iterations_done"] = json!(it + 1);
+        out["first_mismatches"] = json!(firsts);
+        if !gpu_cmp.ok() || !read_cmp.ok() {
+            let detail = if !gpu_cmp.ok() {
+                let m = gpu_cmp.first[0];
+                format!(
+                    "iteration {it}: {} GPU byte(s) differ, first at MR offset {} (expected 0x{:02x}, got 0x{:02x}){}",
+                    gpu_cmp.mismatched_bytes,
+                    m.offset as i64 - offset as i64,
+                    m.expected,
+                    m.actual,
+                    if m.actual == SENTINEL { ": the RDMA WRITE reported success but never landed in GPU memory" } else { "" }
+                )
+            } else {
+                format!(
+                    "iteration {it}: RDMA READ returned {} wrong byte(s)",
+                    read_cmp.mismatched_bytes
+                )
+            };
+            out["result"] = json!("fail");
+            return (
+                out,
+                Some(
+                    Check::fail("compare", "Data comparison", detail)
+                        .fix("the NIC wrote somewhere else: check the IOMMU (iommu=pt), ACS and the PCIe path with peermem-check doctor; look for DMAR faults in dmesg")
+                        .data(json!({"first_mismatches": firsts})),
+                ),
+            );
+        }
+    }
+    out["flushed"] = json!(flushed);
+    out["result"] = json!("pass");
+    drop((smr, dmr));
+    if let Err(e) = gmr.dereg() {
+        return (
+            out,
+            Some(verbs_fail("dereg", "ibv_dereg_mr on GPU memory", &e)),
+        );
+    }
+    (out, None)
+}
+
+pub fn run(a: &ValidateArgs) -> Outcome {
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+    });
+    let mut o = Outcome {
+        command: "validate",
+        backend: Backend::Real,
+        checks: Vec::new(),
+        extra: json!({"seed": seed}),
+        notes: vec![format!("seed {seed} (replay with --seed {seed})")],
+    };
+    if a.sizes.contains(&0) {
+        o.checks.push(
+            Check::fail("arguments", "Arguments", "--size 0: nothing to register")
+                .fix("use a size of at least 1 byte"),
+        );
+        return o;
+    }
+    // 1. CUDA.
+    let ctx = match Context::new(a.gpu) {
+        Ok(c) => c,
+        Err(e) => {
+            o.checks.push(cuda_fail("cuda", "CUDA driver", &e));
+            return o;
+        }
+    };
+    let g = match cuda::gpu_attrs(a.gpu) {
+        Ok(g) => g,
+        Err(e) => {
+            o.checks.push(cuda_fail("cuda", "CUDA driver", &e));
+            return o;
+        }
+    };
+    let line = gpu_line(&g, cuda::driver_version().ok());
+    if g.gpudirect_rdma_supported == Some(false) {
+        o.checks.push(
+            Check::fail("cuda", "CUDA driver", line)
+                .fix("this GPU cannot do GPUDirect RDMA (consumer or unsupported GPU)"),
+        );
+        return o;
+    }
+    o.checks.push(
+        Check::pass("cuda", "CUDA driver", line).data(serde_json::to_value(&g).unwrap_or_default()),
+    );
+    // 2. The GPU half.
+    if !gpu_half(&ctx, a, &g, &mut o.checks) {
+        return o;
+    }
+    // 3. Verbs.
+    let v = match Verbs::load() {
+        Ok(v) => v,
+        Err(e) => {
+            o.checks.push(verbs_fail("verbs", "libibverbs", &e));
+            return o;
+        }
+    };
+    o.checks.push(Check::pass(
+        "verbs",
+        "libibverbs",
+        format!(
+            "loaded (ibv_reg_dmabuf_mr {})",
+            if v.has_dmabuf() {
+                "available"
+            } else {
+                "missing"
+            }
+        ),
+    ));
+    let dev = match v.open(a.device.as_deref()) {
+        Ok(d) => d,
+        Err(e) => {
+            o.checks.push(verbs_fail("rdma_device", "RDMA device", &e));
+            return o;
+        }
+    };
+    let (l, how) = match loopback(&dev, a.port, a.gid_index) {
+        Ok(x) => x,
+        Err(e) => {
+            o.checks.push(verbs_fail("rdma_device", "RDMA device", &e));
+            return o;
+        }
+    };
+    let max_wr = dev
+        .query_port(a.port)
+        .map(|p| u64::from(p.max_msg_sz).clamp(4096, MAX_WR))
+        .unwrap_or(MAX_WR);
+    let pd = match dev.alloc_pd() {
+        Ok(p) => p,
+        Err(e) => {
+            o.checks.push(verbs_fail("rdma_device", "RDMA device", &e));
+            return o;
+        }
+    };
+    let cq = match dev.create_cq(32) {
+        Ok(c) => c,
+        Err(e) => {
+            o.checks.push(verbs_fail("rdma_device", "RDMA device", &e));
+            return o;
+        }
+    };
+    let qp = match pd.create_rc_qp(&cq) {
+        Ok(q) => q,
+        Err(e) => {
+            o.checks.push(verbs_fail("rdma_device", "RDMA device", &e));
+            return o;
+        }
+    };
+    if let Err(e) = qp.connect_loopback(&l) {
+        o.checks
+            .push(verbs_fail("loopback", "Loopback RC queue pair", &e));
+        return o;
+    }
+    o.checks.push(Check::pass(
+        "loopback",
+        "Loopback RC queue pair",
+        format!("QP {} connected to itself on {how}", qp.qp_num()),
+    ));
+    // 4. The transfers.
+    let paths: Vec<RegPath> = match a.path {
+        RegPath::Peermem => vec![RegPath::Peermem],
+        RegPath::Dmabuf => vec![RegPath::Dmabuf],
+        RegPath::Both => {
+            let mut p = vec![RegPath::Peermem];
+            if g.dma_buf_supported != Some(false) && v.has_dmabuf() {
+                p.push(RegPath::Dmabuf);
+            }
+            p
+        }
+    };
+    let c = Ctx {
+        cuda: &ctx,
+        pd: &pd,
+        qp: &qp,
+        gpu: &g,
+        max_wr,
+    };
+    let mut runs = Vec::new();
+    for &path in &paths {
+        let mut ok = 0;
+        let mut failed = false;
+        for &size in &a.sizes {
+            for &off in &a.offsets {
+                let (j, chk) = run_one(
+                    &c,
+                    path,
+                    size,
+                    off,
+                    a.iterations,
+                    seed.wrapping_add(runs.len() as u64 * 1000),
+                );
+                runs.push(j);
+                match chk {
+                    Some(ch) => {
+                        o.checks.push(ch);
+                        failed = true;
+                    }
+                    None => ok += 1,
+                }
+            }
+        }
+        if !failed {
+            let name = if path == RegPath::Dmabuf {
+                "dma-buf path (ibv_reg_dmabuf_mr)"
+            } else {
+                "peer-memory path (ibv_reg_mr)"
+            };
+            o.checks.push(Check::pass(
+                if path == RegPath::Dmabuf { "dmabuf_path" } else { "peermem_path" },
+                name,
+                format!(
+                    "{ok} size/offset combination(s) x {} iteration(s): RDMA WRITE landed in GPU memory, RDMA READ and cuMemcpyDtoH matched, sentinel intact",
+                    a.iterations
+                ),
+            ));
+        }
+    }
+    o.extra = json!({"seed": seed, "runs": runs});
+    o
+}
