@@ -39,6 +39,7 @@ SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 DOCDIR ?= $(PREFIX)/share/doc/$(PKG_NAME)
 KVER ?= $(shell uname -r)
 DKMS ?= dkms
+SYSTEMCTL ?= systemctl
 
 PKG_SRCTREE := $(USRSRCDIR)/$(PKG_NAME)-$(PKG_VERSION)
 
@@ -121,7 +122,7 @@ dkms-install:
 		else echo "packaging: dkms build failed: see /var/lib/dkms/$(PKG_NAME)/$(PKG_VERSION)/build/make.log" >&2; fi; \
 		exit $$rc; }
 	$(DKMS) install -m $(PKG_NAME) -v $(PKG_VERSION) -k $(KVER)
-	-if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+	-if [ -d /run/systemd/system ]; then $(SYSTEMCTL) daemon-reload; fi
 	@echo "packaging: installed. Load now with 'modprobe nvidia_peermem_rs';" \
 		"load at boot with 'systemctl enable --now $(PKG_NAME).service'."
 
@@ -130,7 +131,7 @@ dkms-remove:
 	if $(DKMS) status -m $(PKG_NAME) -v $(PKG_VERSION) | grep -q .; then \
 		$(DKMS) remove -m $(PKG_NAME) -v $(PKG_VERSION) --all; fi
 	$(MAKE) -f $(PKG_SRC)/packaging.mk uninstall DESTDIR=
-	-if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+	-if [ -d /run/systemd/system ]; then $(SYSTEMCTL) daemon-reload; fi
 
 # --- Debian package of the DKMS source -------------------------------------
 PKG_DEB_NAME := $(PKG_NAME)-dkms

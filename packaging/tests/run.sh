@@ -458,6 +458,24 @@ test_dkms_remove() {
 	echo "removed from the scratch trees"
 }
 
+# make dkms-install / dkms-remove themselves, with every directory and the
+# dkms trees moved into the temp dir.
+test_make_dkms_targets() {
+	local r=$T/mkdkms
+	mkdir -p "$r/lib/modules/$kver" "$r/dkms"
+	local vars=(USRSRCDIR="$r/usr/src" SYSCONFDIR="$r/etc" PREFIX="$r/usr" KVER="$kver" SYSTEMCTL=true
+		DKMS="dkms --dkmstree $r/dkms --sourcetree $r/usr/src --installtree $r/lib/modules --kernelsourcedir $kdir --no-depmod -j $jobs")
+	dkms_env make --no-print-directory -f "$pkg/packaging.mk" PKG_OUT="$out" dkms-install "${vars[@]}" || die "make dkms-install"
+	[ -f "$r/lib/modules/$kver/updates/dkms/nvidia_peermem_rs.ko" ] || die "make dkms-install installed no module"
+	[ -f "$r/etc/modprobe.d/$name.conf" ] && [ -f "$r/usr/src/$name-$version/dkms.conf" ] || die "files"
+	dkms_env make --no-print-directory -f "$pkg/packaging.mk" PKG_OUT="$out" dkms-remove "${vars[@]}" || die "make dkms-remove"
+	[ ! -e "$r/lib/modules/$kver/updates/dkms/nvidia_peermem_rs.ko" ] || die "module left after make dkms-remove"
+	local left
+	left=$(find "$r" -type f ! -path "$r/lib/modules/*")
+	[ -z "$left" ] || die "left after make dkms-remove: $left"
+	echo "make dkms-install then dkms-remove: module installed, then everything removed"
+}
+
 # --- the Debian package -------------------------------------------------------------------
 test_deb() {
 	local deb=$out/$name-dkms_$version-1_all.deb
@@ -547,6 +565,7 @@ else
 	t dkms-build-install test_dkms_build_install
 	t dkms-build-exclusive test_dkms_build_exclusive
 	t dkms-remove test_dkms_remove
+	t make-dkms-install-remove test_make_dkms_targets
 	if [ "${PACKAGING_VM:-1}" != 0 ]; then
 		t vm-dkms-load test_vm
 	fi
