@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: GPL-2.0
+//! From raw samples to figures: medians and spreads, the Rust client against
+//! the reference client, and the issue's targets (reported, never asserted).
+
+use serde_json::{json, Value};
+
+use crate::results::{baseline_of, Results, PHASES};
+use crate::stats::{loglog_slope, Summary};
+
+/// Client overhead target: at most this share of the client's time, for
+/// registrations of at least `OVERHEAD_MIN_SIZE`.
+pub const OVERHEAD_TARGET: f64 = 0.10;
+pub const OVERHEAD_MIN_SIZE: u64 = 2 << 20;
+/// Memory target per live registration: 32 bytes per 64 KiB page + 256.
+pub fn memory_target(gpu_pages: u64) -> u64 {
+    32 * gpu_pages + 256
+}
+/// "Linear in GPU pages": log-log slope of the client time over sizes of at
+/// least `LINEAR_MIN_SIZE` (where the fixed cost of a registration no
+/// longer dominates) within `LINEAR_TOLERANCE` of 1.
+pub const LINEAR_TOLERANCE: f64 = 0.10;
+pub const LINEAR_MIN_SIZE: u64 = 64 << 20;
+
+pub struct CycleRow {
+    pub label: String,
+    pub size: u64,
+    pub pages: u64,
+    pub scale: u64,
+    pub sg: u64,
+    pub client: Summary,
+    pub cycle: Summary,
+    pub reg: Summary,
+    pub dereg: Summary,
+    pub phases: Vec<(&'static str, Summary)>,
+}
+
+pub struct Comparison {
+    pub label: String,
+    pub baseline: String,
+    pub size: u64,
+    /// Medians of the in-kernel client time: ours / reference.
+    pub ratio: f64,
+    /// (ours - reference) / ours, of the in-kernel client time.
+    pub overhead: f64,
+    /// The same over the userspace-timed whole cycle (core + syscalls too).
+    pub cycle_overhead: f64,
+    /// The target applies at this size; and whether it is met.
+    pub target_applies: bool,
+    pub met: bool,
+}
+
+pub struct Linearity {
+    pub label: String,
+    pub slope: Option<f64>,
+    /// (size, extra client ns per extra GPU page from the previous size).
+    pub ns_per_page: Vec<(u64, f64)>,
+    pub met: Option<bool>,
+}
+
+pub struct InvRow {
+    pub label: String,
+    pub size: u64,
+    pub iters: u64,
+    pub callbacks: u64,
+    pub invalidated: u64,
+    pub callback: Option<Summary>,
+    pub free: Summary,
+}
+
+pub struct TpRow {
+    pub label: String,
+    pub threads: u64,
+    pub rate: Summary,
+}
+
+pub struct MemRow {
+    pub label: String,
+    pub size: u64,
+    pub pages: u64,
+    pub scale: u64,
+    pub live: u64,
+    pub sg: u64,
+    pub client: u64,
+    pub provider: u64,
+    pub core: u64,
+    pub target: u64,
+    pub met: bool,
+    pub left_after_dereg: u64,
+    pub trace_lost: u64,
+    pub without_stack: u64,
+}
+
+pub struct Analysis {
+    pub labels: Vec<String>,
+    pub cycles: Vec<CycleRow>,
+    pub comparisons: Vec<Comparison>,
+    pub linearity: Vec<Linearity>,
+    pub invalidations: Vec<InvRow>,
+    pub throughputs: Vec<TpRow>,
+    pub memory: Vec<MemRow>,
+    pub skipped: usize,
+}
+
+fn sum(v: &[f64]) -> Summary {
+    Summary::of(v).unwrap_or(Summary {
+        n: 0,
+        median: f64::NAN,
+        p25: f64::NAN,
+        p75: f64::NAN,
+        min: f64::NAN,
+        max: f64::NAN,
+    })
+}
+
+impl Analysis {
+    pub fn new(r: &Results) -> Analysis {
+        let cycles: Vec<CycleRow> = r
+            .cycles
+            .iter()
+            .map(|c| CycleRow {
+                label: c.head.label.clone(),
+                size: c.head.size,
+                pages: c.head.gpu_pages,
+                scale: c.head.scale,
+                sg: c.sg_entries,
+                client: sum(&c.client_ns),
+                cycle: sum(&c.cycle_ns()),
+                reg: sum(&c.reg_ns),
+                dereg: sum(&c.dereg_ns),
+                phases: PHASES
+                    .iter()
+                    .filter_map(|p| c.phases.get(*p).map(|s| (*p, sum(s))))
+                    .collect(),
+            })
+            .collect();
+
+        let mut comparisons = Vec::new();
+        for c in &cycles {
+            let Some(base) = baseline_of(&c.label) else {
+                continue;
+            };
+            let Some(b) = cycles.iter().find(|b| b.label == base && b.size == c.size) else {
+                continue;
+            };
+            let overhead = (c.client.median - b.client.median) / c.client.median;
+            let applies = c.size >= OVERHEAD_MIN_SIZE;
+            comparisons.push(Comparison {
+                label: c.label.clone(),
+                baseline: base,
+                size: c.size,
+                ratio: c.client.median / b.client.median,
+                overhead,
+                cycle_overhead: (c.cycle.median - b.cycle.median) / c.cycle.median,
+                target_applies: applies,
+                met: overhead <= OVERHEAD_TARGET,
+            });
+        }
+
+        let labels = r.labels();
+        let linearity = labels
+            .iter()
+            .filter_map(|l| {
+                let rows: Vec<&CycleRow> = cycles.iter().filter(|c| &c.label == l).collect();
+                if rows.is_empty() {
+                    return None;
+                }
+                let pts: Vec<(f64, f64)> = rows
+                    .iter()
+                    .filter(|c| c.size >= LINEAR_MIN_SIZE)
+                    .map(|c| (c.pages as f64, c.client.median))
+                    .collect();
+                let slope = loglog_slope(&pts);
+                let mut sorted = rows.clone();
+                sorted.sort_by_key(|c| c.size);
+                Some(Linearity {
+                    label: l.clone(),
+                    slope,
+                    ns_per_page: sorted
+                        .windows(2)
+                        .filter(|w| w[1].pages > w[0].pages)
+                        .map(|w| {
+                            let dt = w[1].client.median - w[0].client.median;
+                            (w[1].size, dt / (w[1].pages - w[0].pages) as f64)
+                        })
+                        .collect(),
+                    met: slope.map(|s| (s - 1.0).abs() <= LINEAR_TOLERANCE),
+                })
+            })
+            .collect();
+
+        let invalidations = r
+            .invalidations
+            .iter()
+            .map(|i| InvRow {
+                label: i.head.label.clone(),
+                size: i.head.size,
+                iters: i.iters,
+                callbacks: i.callbacks,
+                invalidated: i.mrs_invalidated,
+                callback: Summary::of(&i.callback_ns),
+                free: sum(&i.free_ns),
+            })
+            .collect();
+
+        let throughputs = r
+            .throughputs
+            .iter()
+            .map(|t| TpRow {
+                label: t.head.label.clone(),
+                threads: t.threads,
+                rate: sum(&t.cycles_per_s),
+            })
+            .collect();
+
+        let memory = r
+            .memory
+            .iter()
+            .map(|m| {
+                let owner = |o: &str| m.owners.get(o).map_or(0, |x| x.bytes_per_reg);
+                let target = memory_target(m.head.gpu_pages);
+                MemRow {
+                    label: m.head.label.clone(),
+                    size: m.head.size,
+                    pages: m.head.gpu_pages,
+                    scale: m.head.scale,
+                    live: m.live,
+                    sg: m.sg_entries,
+                    client: m.client_bytes_per_reg,
+                    provider: owner("provider"),
+                    core: owner("core"),
+                    target,
+                    met: m.client_bytes_per_reg <= target,
+                    left_after_dereg: m.owners.get("client").map_or(0, |x| x.left_after_dereg),
+                    trace_lost: m.trace_lost,
+                    without_stack: m.allocs_without_stack,
+                }
+            })
+            .collect();
+
+        Analysis {
+            labels,
+            cycles,
+            comparisons,
+            linearity,
+            invalidations,
+            throughputs,
+            memory,
+            skipped: r.skipped.len(),
+        }
+    }
+
+    /// The memory row of `label` at `size`.
+    pub fn mem(&self, label: &str, size: u64) -> Option<&MemRow> {
+        self.memory
+            .iter()
+            .find(|m| m.label == label && m.size == size)
+    }
+
+    pub fn to_json(&self, meta: Value) -> Value {
+        let cycles: Vec<Value> = self
+            .cycles
+            .iter()
+            .map(|c| {
+                let phases: serde_json::Map<String, Value> = c
+                    .phases
+                    .iter()
+                    .map(|(p, s)| (p.to_string(), s.to_json()))
+                    .collect();
+                json!({
+                    "label": c.label, "size": c.size, "gpu_pages": c.pages,
+                    "scale": c.scale, "sg_entries": c.sg,
+                    "client_ns": c.client.to_json(), "cycle_ns": c.cycle.to_json(),
+                    "reg_ns": c.reg.to_json(), "dereg_ns": c.dereg.to_json(),
+                    "phases_ns": phases,
+                })
+            })
+            .collect();
+        let comparisons: Vec<Value> = self
+            .comparisons
+            .iter()
+            .map(|c| {
+                json!({
+                    "label": c.label, "baseline": c.baseline, "size": c.size,
+                    "client_time_ratio": c.ratio, "overhead_share": c.overhead,
+                    "cycle_overhead_share": c.cycle_overhead,
+                    "target": OVERHEAD_TARGET, "target_applies": c.target_applies,
+                    "target_met": c.met,
+                })
+            })
+            .collect();
+        let linearity: Vec<Value> = self
+            .linearity
+            .iter()
+            .map(|l| {
+                json!({
+                    "label": l.label, "loglog_slope": l.slope, "from_size": LINEAR_MIN_SIZE,
+                    "tolerance": LINEAR_TOLERANCE, "target_met": l.met,
+                    "marginal_client_ns_per_gpu_page": l.ns_per_page.iter()
+                        .map(|(s, n)| json!({"size": s, "ns": n})).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let inv: Vec<Value> = self
+            .invalidations
+            .iter()
+            .map(|i| {
+                json!({
+                    "label": i.label, "size": i.size, "iters": i.iters,
+                    "callbacks": i.callbacks, "mrs_invalidated": i.invalidated,
+                    "callback_ns": i.callback.map(|s| s.to_json()),
+                    "gpu_free_ns": i.free.to_json(),
+                })
+            })
+            .collect();
+        let tp: Vec<Value> = self
+            .throughputs
+            .iter()
+            .map(|t| {
+                json!({
+                    "label": t.label, "threads": t.threads,
+                    "cycles_per_s": t.rate.to_json(),
+                })
+            })
+            .collect();
+        let mem: Vec<Value> = self
+            .memory
+            .iter()
+            .map(|m| {
+                json!({
+                    "label": m.label, "size": m.size, "gpu_pages": m.pages,
+                    "scale": m.scale, "live": m.live, "sg_entries": m.sg,
+                    "client_bytes_per_reg": m.client, "provider_bytes_per_reg": m.provider,
+                    "core_bytes_per_reg": m.core, "target_bytes": m.target,
+                    "target_met": m.met, "client_objects_left_after_dereg": m.left_after_dereg,
+                    "trace_lost_events": m.trace_lost, "allocs_without_stack": m.without_stack,
+                })
+            })
+            .collect();
+        json!({
+            "meta": meta,
+            "labels": self.labels,
+            "cycle": cycles,
+            "comparisons": comparisons,
+            "linearity": linearity,
+            "invalidate": inv,
+            "throughput": tp,
+            "memory": mem,
+            "skipped_lines": self.skipped,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cycle(label: &str, size: u64, ns: f64) -> String {
+        let pages = size / 65536;
+        format!(
+            r#"BENCH-RESULT {{"kind":"cycle","label":"{label}","size":{size},"gpu_pages":{pages},"scale":0,"sg_entries":{pages},"iters":3,"reg_ns":[{ns},{ns},{ns}],"dereg_ns":[1,1,1],"client_ns":[{ns},{ns},{ns}],"phases":{{"acquire":[1,1,1]}}}}"#
+        )
+    }
+
+    #[test]
+    fn compares_against_the_reference() {
+        let text = [
+            cycle("rust/persistent", 2 << 20, 110.0),
+            cycle("ref/persistent", 2 << 20, 100.0),
+            cycle("rust/persistent", 64 << 20, 3200.0),
+            cycle("ref/persistent", 64 << 20, 3200.0),
+        ]
+        .join("\n");
+        let a = Analysis::new(&Results::parse(&text));
+        assert_eq!(a.comparisons.len(), 2);
+        let c = &a.comparisons[0];
+        assert!((c.ratio - 1.1).abs() < 1e-9);
+        assert!((c.overhead - 10.0 / 110.0).abs() < 1e-9);
+        assert!(c.met && c.target_applies);
+        let lin = a
+            .linearity
+            .iter()
+            .find(|l| l.label == "rust/persistent")
+            .unwrap();
+        // one size from 64 MiB: no slope; marginal cost (3200-110)/(1024-32)
+        assert_eq!(lin.slope, None);
+        assert!((lin.ns_per_page[0].1 - 3090.0 / 992.0).abs() < 1e-9);
+        let j = a.to_json(json!({}));
+        assert_eq!(j["comparisons"][1]["overhead_share"], 0.0);
+    }
+
+    #[test]
+    fn memory_targets() {
+        assert_eq!(memory_target(1), 288);
+        assert_eq!(memory_target(32), 1280);
+    }
+}

@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The terminal table.
+
+use std::fmt::Write;
+
+use crate::analysis::{
+    Analysis, LINEAR_MIN_SIZE, LINEAR_TOLERANCE, OVERHEAD_MIN_SIZE, OVERHEAD_TARGET,
+};
+use crate::results::baseline_of;
+use crate::stats::Summary;
+
+/// `64K`, `2M`, `16G`.
+pub fn size_name(b: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (1 << 40, "T"),
+        (1 << 30, "G"),
+        (1 << 20, "M"),
+        (1 << 10, "K"),
+    ];
+    for (u, n) in UNITS {
+        if b >= u && b.is_multiple_of(u) {
+            return format!("{}{n}", b / u);
+        }
+    }
+    format!("{b}")
+}
+
+/// Nanoseconds in a readable unit.
+pub fn time(ns: f64) -> String {
+    if ns.is_nan() {
+        "-".into()
+    } else if ns >= 1e9 {
+        format!("{:.2} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.1} us", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+/// Median and interquartile range in percent of the median.
+fn med(s: &Summary) -> String {
+    format!("{} ±{:.0}%", time(s.median), s.iqr_pct() / 2.0)
+}
+
+fn bytes(b: u64) -> String {
+    if b >= 10 << 20 {
+        format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
+    } else if b >= 10 << 10 {
+        format!("{:.1} KiB", b as f64 / 1024.0)
+    } else {
+        format!("{b} B")
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:+.1}%", 100.0 * x)
+}
+
+pub fn render(a: &Analysis) -> String {
+    let mut o = String::new();
+    let w = &mut o;
+    let _ = writeln!(
+        w,
+        "All times measured in a TCG-emulated VM on a debug kernel (KASAN, lockdep): \
+         compare ratios, not absolute values.\n\
+         Figures are medians; ±N% is half the interquartile range relative to the median."
+    );
+
+    if !a.cycles.is_empty() {
+        let _ = writeln!(
+            w,
+            "\n== Register + deregister cycle: time inside the client (sum of the core's in-kernel \
+             ktime around each call), and the whole cycle timed from userspace"
+        );
+        let _ = writeln!(
+            w,
+            "{:<34} {:>5} {:>7} {:>6} {:>16} {:>16} {:>12} {:>8} {:>8}",
+            "client/mode",
+            "size",
+            "pages",
+            "sg",
+            "client time",
+            "whole cycle",
+            "per page",
+            "vs ref",
+            "Δ/client"
+        );
+        for c in &a.cycles {
+            let cmp = a
+                .comparisons
+                .iter()
+                .find(|x| x.label == c.label && x.size == c.size);
+            let (ratio, ovh) = match cmp {
+                Some(x) => (format!("x{:.2}", x.ratio), pct(x.overhead)),
+                None => ("".into(), "".into()),
+            };
+            let scale = if c.scale > 0 { "*" } else { "" };
+            let _ = writeln!(
+                w,
+                "{:<34} {:>5} {:>7} {:>6} {:>16} {:>16} {:>12} {:>8} {:>8}",
+                c.label,
+                format!("{}{scale}", size_name(c.size)),
+                c.pages,
+                c.sg,
+                med(&c.client),
+                med(&c.cycle),
+                time(c.client.median / c.pages.max(1) as f64),
+                ratio,
+                ovh
+            );
+        }
+        let _ = writeln!(
+            w,
+            "(* scale mode: the provider backs the GPU pages with 256 aliased 64 KiB chunks)"
+        );
+
+        let _ = writeln!(w, "\n== Per phase (medians)");
+        let _ = write!(w, "{:<34} {:>5}", "client/mode", "size");
+        for (p, _) in a.cycles[0].phases.iter() {
+            let _ = write!(w, " {:>13}", p);
+        }
+        let _ = writeln!(w);
+        for c in &a.cycles {
+            let _ = write!(w, "{:<34} {:>5}", c.label, size_name(c.size));
+            for (_, s) in &c.phases {
+                let _ = write!(w, " {:>13}", time(s.median));
+            }
+            let _ = writeln!(w);
+        }
+    }
+
+    if !a.invalidations.is_empty() {
+        let _ = writeln!(
+            w,
+            "\n== Invalidation: cudaFree of a registered buffer, free callback entry to return \
+             (provider's ktime), and the whole gpu_free ioctl"
+        );
+        let _ = writeln!(
+            w,
+            "{:<34} {:>5} {:>10} {:>16} {:>16} {:>8}",
+            "client/mode", "size", "callbacks", "callback", "cudaFree", "vs ref"
+        );
+        for i in &a.invalidations {
+            let vs = baseline_of(&i.label)
+                .and_then(|b| {
+                    a.invalidations
+                        .iter()
+                        .find(|x| x.label == b && x.size == i.size)
+                })
+                .and_then(|b| Some(i.callback?.median / b.callback?.median))
+                .map_or(String::new(), |r| format!("x{r:.2}"));
+            let _ = writeln!(
+                w,
+                "{:<34} {:>5} {:>10} {:>16} {:>16} {:>8}",
+                i.label,
+                size_name(i.size),
+                format!("{}/{}", i.callbacks, i.iters),
+                i.callback.map_or("none".into(), |s| med(&s)),
+                med(&i.free),
+                vs
+            );
+        }
+    }
+
+    if !a.throughputs.is_empty() {
+        let _ = writeln!(
+            w,
+            "\n== Throughput: concurrent 64 KiB register + deregister cycles (the VM has 2 vCPUs)"
+        );
+        let _ = writeln!(
+            w,
+            "{:<34} {:>8} {:>18} {:>8}",
+            "client/mode", "threads", "cycles/s", "vs ref"
+        );
+        for t in &a.throughputs {
+            let vs = baseline_of(&t.label)
+                .and_then(|b| {
+                    a.throughputs
+                        .iter()
+                        .find(|x| x.label == b && x.threads == t.threads)
+                })
+                .map_or(String::new(), |b| {
+                    format!("x{:.2}", t.rate.median / b.rate.median)
+                });
+            let _ = writeln!(
+                w,
+                "{:<34} {:>8} {:>18} {:>8}",
+                t.label,
+                t.threads,
+                format!("{:.0} ±{:.0}%", t.rate.median, t.rate.iqr_pct() / 2.0),
+                vs
+            );
+        }
+    }
+
+    if !a.memory.is_empty() {
+        let _ = writeln!(
+            w,
+            "\n== Kernel memory per live registration, by owner (kmem trace attribution, \
+             production slab sizes; KASAN metadata excluded)"
+        );
+        let _ = writeln!(
+            w,
+            "{:<34} {:>5} {:>5} {:>12} {:>12} {:>12} {:>12} {:>8} {:>7}",
+            "client/mode", "size", "live", "client", "target", "provider", "core", "vs ref", "met"
+        );
+        for m in &a.memory {
+            let vs = baseline_of(&m.label)
+                .and_then(|b| a.mem(&b, m.size))
+                .map_or(String::new(), |b| {
+                    format!("x{:.2}", m.client as f64 / b.client.max(1) as f64)
+                });
+            let _ = writeln!(
+                w,
+                "{:<34} {:>5} {:>5} {:>12} {:>12} {:>12} {:>12} {:>8} {:>7}",
+                m.label,
+                size_name(m.size),
+                m.live,
+                bytes(m.client),
+                bytes(m.target),
+                bytes(m.provider),
+                bytes(m.core),
+                vs,
+                if m.met { "yes" } else { "NO" }
+            );
+            if m.trace_lost > 0 || m.left_after_dereg > 0 {
+                let _ = writeln!(
+                    w,
+                    "    note: {} trace events lost, {} client objects not freed by dereg",
+                    m.trace_lost, m.left_after_dereg
+                );
+            }
+        }
+    }
+
+    let _ = writeln!(w, "\n== Targets (reported, not asserted)");
+    for c in a.comparisons.iter().filter(|c| c.target_applies) {
+        let _ = writeln!(
+            w,
+            "overhead <= {:.0}% at >= {}: {:<34} {:>5}: {:>7} of the client time ({} of the whole cycle) {}",
+            100.0 * OVERHEAD_TARGET,
+            size_name(OVERHEAD_MIN_SIZE),
+            c.label,
+            size_name(c.size),
+            pct(c.overhead),
+            pct(c.cycle_overhead),
+            if c.met { "met" } else { "MISSED" }
+        );
+    }
+    for l in &a.linearity {
+        let per_page: Vec<String> = l
+            .ns_per_page
+            .iter()
+            .map(|(s, n)| format!("{}:{}", size_name(*s), time(*n)))
+            .collect();
+        let _ = writeln!(
+            w,
+            "linear in pages (log-log slope 1±{LINEAR_TOLERANCE} from {}): {:<34} slope {} {}; marginal per page {}",
+            size_name(LINEAR_MIN_SIZE),
+            l.label,
+            l.slope.map_or("-".into(), |s| format!("{s:.3}")),
+            match l.met {
+                Some(true) => "met",
+                Some(false) => "MISSED",
+                None => "n/a",
+            },
+            per_page.join(" ")
+        );
+    }
+    let mem_missed: Vec<String> = a
+        .memory
+        .iter()
+        .filter(|m| !m.met && baseline_of(&m.label).is_some())
+        .map(|m| format!("{} {}", m.label, size_name(m.size)))
+        .collect();
+    let mem_total = a
+        .memory
+        .iter()
+        .filter(|m| baseline_of(&m.label).is_some())
+        .count();
+    if mem_total > 0 {
+        let _ = writeln!(
+            w,
+            "memory <= 32 B/page + 256 B: {} of {} measured sizes met{}",
+            mem_total - mem_missed.len(),
+            mem_total,
+            if mem_missed.is_empty() {
+                String::new()
+            } else {
+                format!("; MISSED: {}", mem_missed.join(", "))
+            }
+        );
+    }
+    if a.skipped > 0 {
+        let _ = writeln!(
+            w,
+            "warning: {} result lines were unreadable (console interleaving?)",
+            a.skipped
+        );
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(size_name(65536), "64K");
+        assert_eq!(size_name(16 << 30), "16G");
+        assert_eq!(size_name(1000), "1000");
+        assert_eq!(time(1500.0), "1.5 us");
+        assert_eq!(time(2.5e9), "2.50 s");
+        assert_eq!(bytes(300), "300 B");
+    }
+}
