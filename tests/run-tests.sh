@@ -20,6 +20,27 @@ if ! kdir=$(tests/build-all.sh); then
 	exit 1
 fi
 
+if [ -f packaging/packaging.mk ]; then
+	echo "==> packaging (DKMS, modprobe.d, systemd, install, deb)" >&2
+	PACKAGING_VM=0 PACKAGING_KDIR="$kdir" make -s packaging-test \
+		>"$results/packaging-test.log" 2>&1
+	packaging_rc=$?
+	tail -n 1 "$results/packaging-test.log" >&2
+	python3 - "$results/packaging-test.log" "$packaging_rc" >"$results/packaging.json" <<'EOP'
+import json, re, sys
+log = open(sys.argv[1], errors="replace").read()
+m = re.findall(r"^packaging: (\d+) passed, (\d+) failed", log, re.M)
+passed, failed = (int(m[-1][0]), int(m[-1][1])) if m else (0, 1)
+ok = sys.argv[2] == "0" and failed == 0 and passed > 0
+print(json.dumps({"suite": "packaging-host", "tests": [{
+    "name": "packaging:host-checks", "passed": ok,
+    "reason": "" if ok else "packaging-test failed (see packaging-test.log)",
+    "figures": {"checks_passed": str(passed), "checks_failed": str(failed)},
+    "evidence": []}]}))
+EOP
+	export PEERMEM_VM_EXTRA="$repo/build/packaging/vm-extra"
+fi
+
 mapfile -t suites < <(ls tests/vm/suites/*.suite 2>/dev/null)
 if [ -n "${SUITES:-}" ]; then
 	suites=()
@@ -36,7 +57,7 @@ fi
 
 echo "==> summary (results in $results, $(( $(date +%s) - start ))s)" >&2
 verdicts=()
-for v in "$results"/*/verdict.json "$results"/harness-selftest.json; do
+for v in "$results"/*/verdict.json "$results"/harness-selftest.json "$results"/packaging.json; do
 	[ -f "$v" ] && verdicts+=("$v")
 done
 target/release/vm-verdict summary --cargo-log "$results/cargo-test.log" "${verdicts[@]}" |
