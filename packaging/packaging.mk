@@ -44,11 +44,14 @@ SYSTEMCTL ?= systemctl
 PKG_SRCTREE := $(USRSRCDIR)/$(PKG_NAME)-$(PKG_VERSION)
 
 # The module sources that go into the DKMS tree: Kbuild, kmod/ and ffi/ as
-# git sees them (tracked, or new and not ignored: never build products).
+# committed to git (like git archive: never build products, never stray
+# files), or, outside a git checkout, every file there but build products.
 PKG_MODULE_FILES = $(shell cd $(PKG_ROOT) && \
 	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
-		git ls-files --cached --others --exclude-standard -- Kbuild kmod ffi; \
-	else find Kbuild kmod ffi -type f; fi | sort -u | while read -r f; do test -f "$$f" && echo "$$f"; done)
+		git ls-files --cached -- Kbuild kmod ffi; \
+	else find Kbuild kmod ffi -type f ! -name '.*' ! -name '*.o' ! -name '*.ko' \
+		! -name '*.mod' ! -name '*.mod.c' ! -name '*.rmeta' ! -name '*_generated.rs'; \
+	fi | LC_ALL=C sort -u | while read -r f; do test -f "$$f" && echo "$$f"; done)
 
 .PHONY: dkms-source install uninstall dkms-install dkms-remove deb packaging-test \
 	packaging-print-files

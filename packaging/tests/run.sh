@@ -20,6 +20,9 @@
 # "packaging: N passed, N failed"; exit 0 only when all passed.
 set -uo pipefail
 
+# The builds below must see what dkms on a node sees, not the flags (-s,
+# -j, variables) of the make that started this script.
+unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES
 pkg=$(cd "$(dirname "$0")/.." && pwd)
 repo=$(dirname "$pkg")
 out=${PKG_OUT:-$repo/build/packaging}
@@ -169,11 +172,12 @@ test_guard() {
 
 # --- make install / uninstall ------------------------------------------------------
 # The expected list (packaging/expected/install-files.txt) with @PREFIX@ and
-# @VERSION@ filled in and @MODULE_SOURCES@ expanded to the module's files.
+# @VERSION@ filled in and @MODULE_SOURCES@ expanded to the module's files
+# as committed to git.
 expected_files() { # PREFIX(without leading /) SYSTEMD_DIR DOC_DIR
 	local prefix=$1 unitdir=$2 docdir=$3 srcs
-	srcs=$(cd "$repo" && git ls-files --cached --others --exclude-standard -- Kbuild kmod ffi |
-		sort -u | while read -r f; do [ -f "$f" ] && echo "$f"; done)
+	srcs=$(cd "$repo" && git ls-files --cached -- Kbuild kmod ffi |
+		LC_ALL=C sort -u | while read -r f; do [ -f "$f" ] && echo "$f"; done)
 	sed -e '/^#/d' -e '/^$/d' -e "s|@UNITDIR@|$unitdir|" -e "s|@DOCDIR@|$docdir|" \
 		-e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" "$pkg/expected/install-files.txt" |
 		while read -r l; do
