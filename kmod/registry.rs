@@ -78,7 +78,12 @@ pub(crate) fn remove(registration: &Registration) -> bool {
         let found = entries
             .iter()
             .position(|r| core::ptr::eq(&**r, registration));
-        found.map(|i| swap_remove(&mut entries, i))
+        let removed = found.map(|i| swap_remove(&mut entries, i));
+        if entries.is_empty() {
+            // Give the buffer back: a static is never dropped.
+            drop(core::mem::replace(&mut *entries, KVec::new()));
+        }
+        removed
     };
     // The reference, if any, drops here, outside the lock.
     removed.is_some()

@@ -1,0 +1,51 @@
+#!/bin/sh
+# Register GPU memory through the simulated core, DMA a pattern through the
+# simulated HCA (QEMU edu device and CPU engine) in both directions, check
+# it through the simulated GPU, deregister: nothing left pinned or mapped.
+#   module_dma_roundtrip generation=G peerdirect_support=N persistent_api_support=N [coalesce_sg=N]
+. /scenarios/lib.sh
+. /scenarios/module_lib.sh "$@"
+
+load_sim_stack generation="$generation"
+load_module
+sim gpu-alloc 1M
+va=$(kv va "$out")
+sim gpu-fill "$va" 1M seed:11
+# An unaligned range: 0x1234 into the first GPU page, 300000 bytes long,
+# ends inside the 5th GPU page.
+off=4660
+len=300000
+sim mr-reg $((va + off)) $len
+mr=$(kv mr "$out")
+sg=$(kv sg "$out")
+client=$(kv client "$out")
+[ "$client" = "$expected_client" ] || fail "MR taken by '$client', want $expected_client"
+if [ "$coalesce_sg" = 1 ]; then
+	[ "$sg" -ge 1 ] && [ "$sg" -le 5 ] || fail "coalesced SG has $sg entries for 5 GPU pages"
+else
+	[ "$sg" = 5 ] || fail "SG has $sg entries, want one per GPU page (5)"
+fi
+grep -q "pages=5 sg_entries=$sg state=mapped" $PM_DEBUGFS/registrations ||
+	fail "debugfs: $(cat $PM_DEBUGFS/registrations)"
+[ "$(pm_stat pinned_bytes)" = $((5 * 65536)) ] || fail "pinned_bytes $(pm_stat pinned_bytes), want $((5 * 65536))"
+# The GPU holds seed:11 (offsets from va); the HCA reads it, writes a new
+# pattern (offsets from the MR's start), and so on, with each engine.
+want=11
+base=$off
+for engine in edu cpu; do
+	sim hca-check "$mr" 0 $len seed:$want $engine $base
+	next=$((want + 10))
+	sim hca-write "$mr" 0 $len seed:$next $engine
+	sim gpu-check $((va + off)) $len seed:$next
+	want=$next
+	base=0
+done
+sim mr-query "$mr"
+echo "$out" | grep -q "state=live" || fail "MR not live: $out"
+sim mr-dereg "$mr"
+no_leaks "after deregistration"
+# Bytes outside the MR were never touched.
+sim gpu-check "$va" $off seed:11
+sim gpu-free "$va"
+finish_clean
+pass sg_entries="$sg" client="$client"

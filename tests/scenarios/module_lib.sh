@@ -1,0 +1,85 @@
+# shellcheck shell=sh
+# Helpers of the module_*.sh scenarios (nvidia_peermem_rs). Source after
+# lib.sh:  . /scenarios/lib.sh; . /scenarios/module_lib.sh "$@"
+#
+# Arguments KEY=VALUE become shell variables (only the keys below), with
+# defaults: generation=modern peerdirect_support=0 persistent_api_support=1
+# coalesce_sg=0.
+
+generation=modern
+peerdirect_support=0
+persistent_api_support=1
+coalesce_sg=0
+for _a in "$@"; do
+	case "$_a" in
+	generation=modern | generation=mofed51 | generation=legacy) generation=${_a#*=} ;;
+	peerdirect_support=[0-9]*) peerdirect_support=${_a#*=} ;;
+	persistent_api_support=[0-9]*) persistent_api_support=${_a#*=} ;;
+	coalesce_sg=[0-9]*) coalesce_sg=${_a#*=} ;;
+	*) fail "unknown scenario argument $_a" ;;
+	esac
+done
+
+# Whatever an earlier, failed scenario left loaded goes first (unloading the
+# control device deregisters its MRs and frees its GPU memory).
+for _m in peermem_sim nvidia_peermem_rs peermem_refclient peerdirect_sim nvidia_p2p_sim; do
+	[ -d /sys/module/$_m ] && rmmod $_m 2>/dev/null
+done
+
+PM_DEBUGFS=/sys/kernel/debug/nvidia_peermem_rs
+PM_PEERS=/sys/kernel/mm/memory_peers
+
+# load_module [PARAM=VALUE ...]: nvidia_peermem_rs with the scenario's
+# parameters (extra ones override).
+load_module() {
+	load nvidia_peermem_rs peerdirect_support="$peerdirect_support" \
+		persistent_api_support="$persistent_api_support" \
+		coalesce_sg="$coalesce_sg" "$@"
+}
+
+# The client expected to take GPU memory: nv_mem in both modes (in mode 0
+# the invalidating nv_mem registers first).
+expected_client=nv_mem
+
+# pm_stat NAME: a counter from debugfs stats.
+pm_stat() {
+	sed -n "s/^$1 //p" $PM_DEBUGFS/stats
+}
+
+# pm_live: number of live registrations (debugfs).
+pm_live() {
+	sed -n 's/^count //p' $PM_DEBUGFS/registrations
+}
+
+# kv KEY OUTPUT: value of KEY= in a simtest output line.
+kv() {
+	echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"
+}
+
+# sim CMD...: run simtest, fail the scenario if it fails; its output is in
+# $out (never call it inside $(...): a failure there would be lost).
+sim() {
+	out=$(simtest "$@") || fail "simtest $* failed: $out"
+}
+
+# no_leaks WHAT: the provider and core hold nothing, nor do we.
+no_leaks() {
+	# Exits non-zero when something is left; the fields tell what.
+	_l=$(simtest leak-check 2>/dev/null)
+	for _k in pages_pinned page_tables_live dma_mappings_live mrs_live; do
+		[ "$(kv $_k "$_l")" = 0 ] || fail "$1: $_k=$(kv $_k "$_l") left ($_l)"
+	done
+	if [ -r $PM_DEBUGFS/stats ]; then
+		[ "$(pm_stat pinned_bytes)" = 0 ] || fail "$1: module still counts $(pm_stat pinned_bytes) pinned bytes"
+		[ "$(pm_stat dma_mappings)" = 0 ] || fail "$1: module still counts $(pm_stat dma_mappings) mappings"
+		[ "$(pm_live)" = 0 ] || fail "$1: $(pm_live) registrations still live"
+	fi
+}
+
+# finish_clean: unload everything, check kmemleak, nothing else.
+finish_clean() {
+	unload nvidia_peermem_rs
+	unload_sim_stack
+	_leaks=$(kmemleak_new)
+	[ "$_leaks" = 0 ] || fail "kmemleak found $_leaks leaks" leaks="$_leaks"
+}

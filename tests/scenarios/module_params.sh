@@ -1,0 +1,55 @@
+#!/bin/sh
+# Parameter validation and module metadata: each invalid value fails the
+# load with EINVAL and a dmesg line naming the bad value and the valid ones,
+# registering nothing; modinfo shows description, author, license, version
+# and both parameters with descriptions and types.
+. /scenarios/lib.sh
+. /scenarios/module_lib.sh "$@"
+
+info=$(modinfo nvidia_peermem_rs 2>/dev/null || modinfo "$(mod_path nvidia_peermem_rs)")
+for key in description author license version; do
+	echo "$info" | grep -q "^$key: *[^ ]" || fail "modinfo has no $key ($info)"
+done
+echo "$info" | grep -q "^license: *GPL" || fail "license is not GPL"
+for p in peerdirect_support persistent_api_support; do
+	echo "$info" | grep -q "^parm: *$p:[^ ]" || fail "modinfo: no description of $p"
+	echo "$info" | grep -q "^parmtype: *$p:int" || fail "modinfo: $p is not typed int"
+done
+
+load_sim_stack generation="$generation"
+bad=0
+for spec in peerdirect_support=2 peerdirect_support=-1 persistent_api_support=2 \
+	persistent_api_support=7 coalesce_sg=3; do
+	name=${spec%%=*}
+	value=${spec#*=}
+	dmesg -c >/dev/null
+	if try_load nvidia_peermem_rs "$spec" 2>/tmp/insmod.err; then
+		fail "loaded with $spec"
+	fi
+	grep -q "Invalid argument" /tmp/insmod.err || fail "$spec: insmod did not fail with EINVAL: $(cat /tmp/insmod.err)"
+	line=$(dmesg | grep "nvidia_peermem_rs: invalid $name=$value: valid values are 0 (.*), 1 (.*)" | head -n 1)
+	[ -n "$line" ] || fail "$spec: no dmesg line naming the value and the valid ones"
+	# One line per load attempt (busybox insmod may try two syscalls).
+	n=$(dmesg | grep -c "nvidia_peermem_rs: ")
+	tries=$(dmesg | grep -c "nvidia_peermem_rs: invalid")
+	[ "$n" = "$tries" ] || fail "$spec: other module messages besides the refusal"
+	! loaded nvidia_peermem_rs || fail "module loaded with $spec"
+	[ ! -e $PM_PEERS/nv_mem ] || fail "$spec: nv_mem registered by a refused load"
+	bad=$((bad + 1))
+done
+# A value that is not a number is refused by the kernel's int parser.
+try_load nvidia_peermem_rs peerdirect_support=abc 2>/dev/null && fail "loaded with peerdirect_support=abc"
+
+# Every valid combination loads.
+good=0
+for pd in 0 1; do
+	for pa in 0 1; do
+		load nvidia_peermem_rs peerdirect_support=$pd persistent_api_support=$pa
+		unload nvidia_peermem_rs
+		good=$((good + 1))
+	done
+done
+sim counters
+[ "$(kv clients_registered "$out")" = 0 ] || fail "clients left registered"
+finish_clean
+pass refused=$bad loaded=$good
