@@ -66,7 +66,7 @@ pub fn explain(op: Op, err: i32) -> Cause {
             "libibverbs.so.1 could not be loaded: rdma-core's user-space verbs library is not installed",
             "install rdma-core / libibverbs1 (MLNX_OFED and DOCA-OFED ship it)",
         ),
-        (DeviceList, libc::ENOSYS) | (DeviceList, 0) | (DeviceList, libc::ENODEV) => c(
+        (DeviceList, libc::ENOSYS) | (DeviceList, 0) | (DeviceList, libc::ENODEV) | (DeviceList, libc::ENOENT) => c(
             "libibverbs found no RDMA device: there is no RDMA NIC, or its kernel driver (mlx5_ib, ib_uverbs) is not loaded",
             "GPUDirect RDMA needs an RDMA NIC: check lspci for a ConnectX and modprobe mlx5_ib ib_uverbs",
         ),
@@ -184,7 +184,7 @@ mod tests {
 
     #[test]
     fn no_device_is_explained() {
-        for e in [0, libc::ENOSYS, libc::ENODEV] {
+        for e in [0, libc::ENOSYS, libc::ENODEV, libc::ENOENT] {
             assert!(explain(Op::DeviceList, e).cause.contains("no RDMA device"));
         }
         assert!(explain(Op::LoadVerbs, 0).cause.contains("libibverbs.so.1"));

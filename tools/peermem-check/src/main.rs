@@ -317,9 +317,46 @@ fn doctor_cmd(a: &DoctorArgs, json: bool) -> ExitCode {
     }
 }
 
+/// Runs `f`, turning a panic inside a dependency (cudarc panics on a
+/// missing libcuda symbol) into an error message instead of a crash.
+#[cfg(feature = "real")]
+fn guarded<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Result<T, String> {
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(f);
+    std::panic::set_hook(prev);
+    r.map_err(|p| {
+        p.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown internal error".into())
+    })
+}
+
+#[cfg(feature = "real")]
+fn internal_error(command: &'static str, msg: String) -> Outcome {
+    Outcome {
+        command,
+        backend: Backend::Real,
+        checks: vec![report::Check::fail(
+            "internal",
+            "CUDA/verbs library",
+            format!("a library call failed inside its binding: {msg}"),
+        )
+        .fix("the installed libcuda/libibverbs lacks an entry point this tool needs: update the driver or rdma-core")],
+        extra: json!({}),
+        notes: vec![],
+    }
+}
+
 #[cfg(feature = "real")]
 fn live_cuda_view() -> Option<gpuinfo::CudaView> {
-    Some(real::cuda::probe())
+    Some(
+        guarded(real::cuda::probe).unwrap_or_else(|m| gpuinfo::CudaView {
+            error: Some(format!("CUDA probe failed: {m}")),
+            ..Default::default()
+        }),
+    )
 }
 
 #[cfg(not(feature = "real"))]
@@ -332,7 +369,7 @@ fn live_cuda_view() -> Option<gpuinfo::CudaView> {
 
 #[cfg(feature = "real")]
 fn real_validate(a: &ValidateArgs) -> Outcome {
-    real::validate::run(a)
+    guarded(|| real::validate::run(a)).unwrap_or_else(|m| internal_error("validate", m))
 }
 
 #[cfg(not(feature = "real"))]
@@ -342,7 +379,7 @@ fn real_validate(_a: &ValidateArgs) -> Outcome {
 
 #[cfg(feature = "real")]
 fn real_bench(a: &BenchArgs, json: bool) -> Outcome {
-    real::bench::run(a, json)
+    guarded(|| real::bench::run(a, json)).unwrap_or_else(|m| internal_error("bench", m))
 }
 
 #[cfg(not(feature = "real"))]

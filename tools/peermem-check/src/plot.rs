@@ -39,24 +39,45 @@ pub fn render(b: &BenchResult, out: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// A named, coloured line of (x, y) points.
+type Series<'a> = (&'a str, RGBColor, Vec<(f64, f64)>);
+
 type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
 
+/// Sizes are plotted as log2(size), so ticks fall on powers of two.
+fn x_of(size: u64) -> f64 {
+    (size.max(1) as f64).log2()
+}
+
 fn size_range(b: &BenchResult) -> (f64, f64) {
-    let min = b.results.iter().map(|r| r.size).min().unwrap_or(1) as f64;
-    let max = b.results.iter().map(|r| r.size).max().unwrap_or(2) as f64;
-    (min / 1.5, max * 1.5)
+    let min = b.results.iter().map(|r| r.size).min().unwrap_or(1);
+    let max = b.results.iter().map(|r| r.size).max().unwrap_or(2);
+    (x_of(min) - 0.5, x_of(max) + 0.5)
+}
+
+/// Tick label: the size at integer log2 positions, nothing elsewhere.
+fn x_label(x: &f64) -> String {
+    if (x - x.round()).abs() < 1e-6 && *x >= 0.0 && *x < 63.0 {
+        size_label(1u64 << (x.round() as u32))
+    } else {
+        String::new()
+    }
+}
+
+fn x_ticks(xmin: f64, xmax: f64) -> usize {
+    ((xmax - xmin).round() as usize + 1).clamp(2, 24)
 }
 
 fn latency(b: &BenchResult, area: &Area) -> Result<(), Box<dyn std::error::Error>> {
     let reg: Vec<(f64, f64)> = b
         .results
         .iter()
-        .filter_map(|r| r.reg_ns.map(|s| (r.size as f64, s.median / 1000.0)))
+        .filter_map(|r| r.reg_ns.map(|s| (x_of(r.size), s.median / 1000.0)))
         .collect();
     let dereg: Vec<(f64, f64)> = b
         .results
         .iter()
-        .filter_map(|r| r.dereg_ns.map(|s| (r.size as f64, s.median / 1000.0)))
+        .filter_map(|r| r.dereg_ns.map(|s| (x_of(r.size), s.median / 1000.0)))
         .collect();
     let all: Vec<f64> = reg
         .iter()
@@ -81,12 +102,13 @@ fn latency(b: &BenchResult, area: &Area) -> Result<(), Box<dyn std::error::Error
         .margin(15)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .build_cartesian_2d((xmin..xmax).log_scale(), (ymin..ymax).log_scale())?;
+        .build_cartesian_2d(xmin..xmax, (ymin..ymax).log_scale())?;
     chart
         .configure_mesh()
-        .x_desc("size")
+        .x_desc("size (log scale)")
         .y_desc("median latency (us)")
-        .x_label_formatter(&|x| size_label(*x as u64))
+        .x_labels(x_ticks(xmin, xmax))
+        .x_label_formatter(&x_label)
         .draw()?;
     if all.is_empty() {
         area.draw(&Text::new(
@@ -119,13 +141,13 @@ fn latency(b: &BenchResult, area: &Area) -> Result<(), Box<dyn std::error::Error
 }
 
 fn bandwidth(b: &BenchResult, area: &Area) -> Result<(), Box<dyn std::error::Error>> {
-    let series: Vec<(&str, RGBColor, Vec<(f64, f64)>)> = vec![
+    let series: Vec<Series> = vec![
         (
             "direct (RDMA into GPU)",
             RGBColor(0, 140, 0),
             b.results
                 .iter()
-                .filter_map(|r| r.direct_mib_s.map(|v| (r.size as f64, v)))
+                .filter_map(|r| r.direct_mib_s.map(|v| (x_of(r.size), v)))
                 .collect(),
         ),
         (
@@ -133,7 +155,7 @@ fn bandwidth(b: &BenchResult, area: &Area) -> Result<(), Box<dyn std::error::Err
             RGBColor(200, 100, 0),
             b.results
                 .iter()
-                .filter_map(|r| r.bounce_mib_s.map(|v| (r.size as f64, v)))
+                .filter_map(|r| r.bounce_mib_s.map(|v| (x_of(r.size), v)))
                 .collect(),
         ),
         (
@@ -141,7 +163,7 @@ fn bandwidth(b: &BenchResult, area: &Area) -> Result<(), Box<dyn std::error::Err
             RGBColor(120, 120, 120),
             b.results
                 .iter()
-                .filter_map(|r| r.copy_mib_s.map(|v| (r.size as f64, v)))
+                .filter_map(|r| r.copy_mib_s.map(|v| (x_of(r.size), v)))
                 .collect(),
         ),
     ];
@@ -157,12 +179,13 @@ fn bandwidth(b: &BenchResult, area: &Area) -> Result<(), Box<dyn std::error::Err
         .margin(15)
         .x_label_area_size(40)
         .y_label_area_size(70)
-        .build_cartesian_2d((xmin..xmax).log_scale(), 0.0..ymax)?;
+        .build_cartesian_2d(xmin..xmax, 0.0..ymax)?;
     chart
         .configure_mesh()
-        .x_desc("size")
+        .x_desc("size (log scale)")
         .y_desc("MiB/s")
-        .x_label_formatter(&|x| size_label(*x as u64))
+        .x_labels(x_ticks(xmin, xmax))
+        .x_label_formatter(&x_label)
         .draw()?;
     for (name, colour, data) in series {
         if data.is_empty() {

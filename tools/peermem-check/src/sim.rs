@@ -56,6 +56,10 @@ fn error_check(id: &'static str, title: &str, e: &SimError) -> Check {
         .data(json!({"op": e.op, "errno": e.errno, "errno_name": e.errno_name()}))
 }
 
+fn err_box(id: &'static str, title: &str, e: &SimError) -> Box<Check> {
+    Box::new(error_check(id, title, e))
+}
+
 fn seed_or_clock(s: Option<u64>) -> u64 {
     s.unwrap_or_else(|| {
         std::time::SystemTime::now()
@@ -91,11 +95,11 @@ fn validate_one(dev: &SimDevice, r: &Run, eng: Engine) -> (serde_json::Value, Op
             )
         }
     };
-    let result = (|| -> Result<Option<Check>, Check> {
+    let result = (|| -> Result<Option<Check>, Box<Check>> {
         dev.gpu_write(va, &vec![SENTINEL; alloc as usize])
-            .map_err(|e| error_check("sentinel", "GPU sentinel fill", &e))?;
+            .map_err(|e| err_box("sentinel", "GPU sentinel fill", &e))?;
         let mr = dev.mr_reg(va + r.offset, r.size, ACCESS).map_err(|e| {
-            error_check(
+            err_box(
                 "mr_reg",
                 "Memory registration (ibv_reg_mr on GPU memory)",
                 &e,
@@ -103,17 +107,17 @@ fn validate_one(dev: &SimDevice, r: &Run, eng: Engine) -> (serde_json::Value, Op
         })?;
         out["client"] = json!(mr.client);
         out["sg_entries"] = json!(mr.sg_entries);
-        let body = (|| -> Result<Option<Check>, Check> {
+        let body = (|| -> Result<Option<Check>, Box<Check>> {
             let pattern = Pattern::Seeded(r.seed).make(0, r.size as usize);
             dev.hca_write(mr.id, 0, &pattern, eng)
-                .map_err(|e| error_check("rdma_write", "RDMA WRITE into GPU memory", &e))?;
+                .map_err(|e| err_box("rdma_write", "RDMA WRITE into GPU memory", &e))?;
             let mut back = vec![0u8; r.size as usize];
             dev.hca_read(mr.id, 0, &mut back, eng)
-                .map_err(|e| error_check("rdma_read", "RDMA READ from GPU memory", &e))?;
+                .map_err(|e| err_box("rdma_read", "RDMA READ from GPU memory", &e))?;
             let read_cmp = compare(&pattern, &back, KEEP);
             let mut whole = vec![0u8; alloc as usize];
             dev.gpu_read(va, &mut whole)
-                .map_err(|e| error_check("gpu_copy", "GPU to host copy (cudaMemcpy)", &e))?;
+                .map_err(|e| err_box("gpu_copy", "GPU to host copy (cudaMemcpy)", &e))?;
             let mut expect = vec![SENTINEL; alloc as usize];
             expect[r.offset as usize..(r.offset + r.size) as usize].copy_from_slice(&pattern);
             let gpu_cmp = compare(&expect, &whole, KEEP);
@@ -155,12 +159,12 @@ fn validate_one(dev: &SimDevice, r: &Run, eng: Engine) -> (serde_json::Value, Op
         })();
         let dereg = dev.mr_dereg(mr.id);
         let res = body?;
-        dereg.map_err(|e| error_check("mr_dereg", "Deregistration (ibv_dereg_mr)", &e))?;
+        dereg.map_err(|e| err_box("mr_dereg", "Deregistration (ibv_dereg_mr)", &e))?;
         Ok(res)
     })();
     let freed = dev.gpu_free(va);
     let check = match result {
-        Err(c) => Some(c),
+        Err(c) => Some(*c),
         Ok(c) => match freed {
             Err(e) => Some(error_check("gpu_free", "GPU free (cudaFree)", &e)),
             Ok(()) => c,
@@ -355,6 +359,9 @@ pub fn bench(a: &BenchArgs, json_mode: bool) -> Outcome {
     outcome
 }
 
+/// MiB/s samples: direct, bounce, copy.
+type Rates = (Vec<f64>, Vec<f64>, Vec<f64>);
+
 fn bench_size(
     dev: &SimDevice,
     size: u64,
@@ -380,7 +387,7 @@ fn bench_size(
         let phases = dev.phase_times(true).ok();
         let data = Pattern::Seeded(size).make(0, size as usize);
         let mr = dev.mr_reg(va, size, ACCESS)?;
-        let bw = (|| -> Result<(Vec<f64>, Vec<f64>, Vec<f64>), SimError> {
+        let bw = (|| -> Result<Rates, SimError> {
             let (mut direct, mut bounce, mut copy) = (Vec::new(), Vec::new(), Vec::new());
             let mut staging = vec![0u8; size as usize];
             for _ in 0..iters {

@@ -564,6 +564,15 @@ fn bar1(r: &SysRoot, gpus: &[PciDevice]) -> Check {
         }
     }
     let data = json!({"gpus": list});
+    if list.iter().all(|g| g["bar1_bytes"].is_null()) {
+        return Check::skip(
+            "bar1",
+            T,
+            format!("cannot read the BAR sizes of {}", words.join(", ")),
+        )
+        .fix("run as root; or see nvidia-smi -q -d MEMORY (BAR1 Memory Usage)")
+        .data(data);
+    }
     if !small.is_empty() {
         return Check::warn("bar1", T, words.join(", "))
             .fix("a small BAR1 caps how much GPU memory can be registered at once: enable large/resizable BAR in BIOS")
@@ -644,7 +653,7 @@ fn kernel_log(r: &SysRoot) -> Check {
     let Some(worst) = hits.iter().map(|h| h.sig.verdict).max() else {
         return Check::pass("kernel_log", T, "no known failure signature").data(data);
     };
-    let first = hits.iter().find(|h| h.sig.verdict == worst).map(|h| h);
+    let first = hits.iter().find(|h| h.sig.verdict == worst);
     let detail = hits
         .iter()
         .map(|h| format!("{} x{}: {}", h.sig.id, h.count, h.sig.meaning))

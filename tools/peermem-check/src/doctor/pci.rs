@@ -15,7 +15,8 @@ pub struct PciDevice {
     pub numa_node: Option<i64>,
 }
 
-/// Link classes of `nvidia-smi topo -m`, best first.
+/// Link classes of `nvidia-smi topo -m`, best first (named as it names them).
+#[allow(clippy::upper_case_acronyms)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub enum Link {
     /// Same PCIe switch: at most one bridge level between the two.
@@ -184,9 +185,17 @@ pub fn acs_from_config(cfg: &[u8]) -> Acs {
     Acs::Absent
 }
 
-/// Size of BAR `index` from the `resource` file (one `start end flags` line
-/// per resource).
+/// Size of BAR `index`: the size of sysfs' `resourceN` file, else from the
+/// `resource` file (one `start end flags` line per resource).
 pub fn bar_size(root: &SysRoot, bdf: &str, index: usize) -> Option<u64> {
+    // sysfs sizes each `resourceN` file to its BAR.
+    if let Ok(m) =
+        std::fs::metadata(root.path(&format!("/sys/bus/pci/devices/{bdf}/resource{index}")))
+    {
+        if m.len() > 0 {
+            return Some(m.len());
+        }
+    }
     let text = root.read(&format!("/sys/bus/pci/devices/{bdf}/resource"))?;
     let line = text.lines().nth(index)?;
     let mut it = line.split_whitespace();

@@ -37,22 +37,8 @@ pub fn run(a: &BenchArgs, json_mode: bool) -> Outcome {
     let ctx = match Context::new(a.gpu) {
         Ok(c) => c,
         Err(e) => {
-            let c = crate::causes::explain(
-                if e.call == "dlopen" {
-                    Op::LoadCuda
-                } else {
-                    Op::LoadCuda
-                },
-                0,
-            );
             o.checks
-                .push(Check::fail("cuda", "CUDA driver", format!("{e}")).fix(
-                    if e.call == "dlopen" {
-                        c.fix
-                    } else {
-                        "check nvidia-smi".into()
-                    },
-                ));
+                .push(super::validate::cuda_fail("cuda", "CUDA driver", &e));
             return o;
         }
     };
@@ -197,37 +183,33 @@ pub fn run(a: &BenchArgs, json_mode: bool) -> Outcome {
                     let chunk = 1u64 << 30;
                     for _ in 0..a.iterations {
                         let t = Instant::now();
-                        let mut off = 0;
-                        while off < size {
-                            let n = (size - off).min(chunk);
-                            qp.rdma(
-                                verbs::IBV_WR_RDMA_WRITE,
-                                src.as_ptr() as u64 + off,
-                                smr.lkey(),
-                                buf.ptr() + off,
-                                gmr.rkey(),
-                                n as u32,
-                                TIMEOUT,
-                            )?;
-                            off += n;
-                        }
+                        qp.rdma(
+                            verbs::RdmaOp {
+                                opcode: verbs::IBV_WR_RDMA_WRITE,
+                                laddr: src.as_ptr() as u64,
+                                lkey: smr.lkey(),
+                                raddr: buf.ptr(),
+                                rkey: gmr.rkey(),
+                                len: size,
+                            },
+                            chunk,
+                            TIMEOUT,
+                        )?;
                         direct.push(bench::mib_s(size, t.elapsed()));
                         pb.inc(1);
                         let t = Instant::now();
-                        let mut off = 0;
-                        while off < size {
-                            let n = (size - off).min(chunk);
-                            qp.rdma(
-                                verbs::IBV_WR_RDMA_WRITE,
-                                src.as_ptr() as u64 + off,
-                                smr.lkey(),
-                                bounce.as_ptr() as u64 + off,
-                                bmr.rkey(),
-                                n as u32,
-                                TIMEOUT,
-                            )?;
-                            off += n;
-                        }
+                        qp.rdma(
+                            verbs::RdmaOp {
+                                opcode: verbs::IBV_WR_RDMA_WRITE,
+                                laddr: src.as_ptr() as u64,
+                                lkey: smr.lkey(),
+                                raddr: bounce.as_ptr() as u64,
+                                rkey: bmr.rkey(),
+                                len: size,
+                            },
+                            chunk,
+                            TIMEOUT,
+                        )?;
                         buf.write(0, &bounce).map_err(|e| verbs::VerbsError {
                             op: Op::Completion,
                             call: "cuMemcpyHtoD",

@@ -27,7 +27,7 @@ const KEEP: usize = 8;
 const MAX_WR: u64 = 1 << 30;
 const COMPLETION_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn cuda_fail(id: &'static str, title: &str, e: &CudaError) -> Check {
+pub fn cuda_fail(id: &'static str, title: &str, e: &CudaError) -> Check {
     let c = if e.call == "dlopen" {
         explain(Op::LoadCuda, 0)
     } else if e.call == "cuMemGetHandleForAddressRange" {
@@ -227,7 +227,7 @@ struct Ctx<'a, 'v> {
     max_wr: u64,
 }
 
-/// Moves `len` bytes in chunks of at most `max_wr`.
+/// Moves `len` bytes in chunks of at most the port's message size.
 fn rdma_all(
     c: &Ctx,
     opcode: u32,
@@ -237,21 +237,15 @@ fn rdma_all(
     rkey: u32,
     len: u64,
 ) -> Result<(), VerbsError> {
-    let mut done = 0;
-    while done < len {
-        let n = (len - done).min(c.max_wr);
-        c.qp.rdma(
-            opcode,
-            laddr + done,
-            lkey,
-            raddr + done,
-            rkey,
-            n as u32,
-            COMPLETION_TIMEOUT,
-        )?;
-        done += n;
-    }
-    Ok(())
+    let op = verbs::RdmaOp {
+        opcode,
+        laddr,
+        lkey,
+        raddr,
+        rkey,
+        len,
+    };
+    c.qp.rdma(op, c.max_wr, COMPLETION_TIMEOUT)
 }
 
 /// One (path, size, offset): register, then `iterations` transfers.

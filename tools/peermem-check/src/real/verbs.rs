@@ -439,7 +439,8 @@ impl Verbs {
         // SAFETY: as in device_names.
         let list = unsafe { (self.f.get_device_list)(&mut n) };
         if list.is_null() || n <= 0 {
-            let e = last_errno();
+            // An empty list is "no device" whatever errno says.
+            let e = if list.is_null() { last_errno() } else { 0 };
             if !list.is_null() {
                 // SAFETY: frees the (empty) list.
                 unsafe { (self.f.free_device_list)(list) };
@@ -726,6 +727,19 @@ pub struct Qp<'p> {
     cq: &'p Cq<'p>,
 }
 
+/// One RDMA transfer: `len` bytes between the local `[laddr, +len)` of
+/// `lkey` and the remote `[raddr, +len)` of `rkey`; `opcode` is
+/// `IBV_WR_RDMA_WRITE` (local to remote) or `IBV_WR_RDMA_READ`.
+#[derive(Debug, Clone, Copy)]
+pub struct RdmaOp {
+    pub opcode: u32,
+    pub laddr: u64,
+    pub lkey: u32,
+    pub raddr: u64,
+    pub rkey: u32,
+    pub len: u64,
+}
+
 /// How to reach ourselves.
 #[derive(Debug, Clone, Copy)]
 pub struct Loopback {
@@ -818,19 +832,28 @@ impl<'p> Qp<'p> {
         )
     }
 
-    /// One signaled RDMA WRITE (`opcode` IBV_WR_RDMA_WRITE) or READ from/to
-    /// the local `[laddr, +len)` of `lkey` to/from remote `raddr` of `rkey`,
+    /// Runs `op` as signaled work requests of at most `max_wr` bytes, each
     /// waited for.
-    pub fn rdma(
-        &self,
-        opcode: u32,
-        laddr: u64,
-        lkey: u32,
-        raddr: u64,
-        rkey: u32,
-        len: u32,
-        timeout: Duration,
-    ) -> Result<()> {
+    pub fn rdma(&self, op: RdmaOp, max_wr: u64, timeout: Duration) -> Result<()> {
+        let mut done = 0;
+        while done < op.len {
+            let n = (op.len - done).min(max_wr.clamp(1, u64::from(u32::MAX)));
+            let chunk = RdmaOp {
+                laddr: op.laddr + done,
+                raddr: op.raddr + done,
+                len: n,
+                ..op
+            };
+            self.post_and_wait(&chunk, timeout)?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// One signaled work request (`op.len` < 4 GiB), waited for.
+    fn post_and_wait(&self, op: &RdmaOp, timeout: Duration) -> Result<()> {
+        let (opcode, laddr, lkey, raddr, rkey) = (op.opcode, op.laddr, op.lkey, op.raddr, op.rkey);
+        let len = op.len as u32;
         let mut sge = IbvSge {
             addr: laddr,
             length: len,

@@ -1,0 +1,32 @@
+#!/bin/sh
+# The real-GPU run recorded in real-gpu-run.md: run on a GPU node from the
+# repository root, with a release peermem-check at target/release/.
+#   OUT=/some/dir tools/peermem-check/docs/device-run.sh
+B=${B:-target/release/peermem-check}
+OUT=${OUT:-/tmp/peermem-check-run}
+mkdir -p "$OUT"
+step() {
+	echo
+	echo "\$ $*"
+	"$@"
+	echo "[exit status $?]"
+}
+{
+	echo "==== node"
+	uname -r
+	head -n 1 /proc/driver/nvidia/version 2>/dev/null
+	nvidia-smi -L 2>/dev/null
+	nvidia-smi --query-gpu=name,driver_version,pci.bus_id,memory.total --format=csv 2>/dev/null
+	ls /sys/class/infiniband 2>&1
+	ldconfig -p 2>/dev/null | grep -E 'libcuda.so.1|libibverbs.so.1'
+	ldd "$B"
+	step "$B" --version
+	step "$B" doctor
+	step "$B" doctor --json
+	step "$B" validate --size 1M,4M --offset 0,4097 --iterations 2 --seed 42
+	step "$B" validate --json --size 1M --seed 42
+	step "$B" validate --path dmabuf --size 2M --seed 42
+	step "$B" bench --sizes 64K,1M,16M,64M --iterations 20 --out "$OUT"
+	step "$B" validate --backend sim
+} >"$OUT/run.txt" 2>&1
+cat "$OUT/run.txt"

@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: GPL-2.0
+//! CLI tests: doctor against the fixture trees (one per verdict), the JSON
+//! shape of every command, argument errors, and clean failures without
+//! a simulated stack, a GPU or an RDMA NIC.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_peermem-check"))
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("run peermem-check")
+}
+
+fn fixture(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn json_of(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&o.stdout)))
+}
+
+fn doctor(tree: &str) -> (Output, Value) {
+    let o = run(&["doctor", "--json", "--root", &fixture(tree)]);
+    let v = json_of(&o);
+    (o, v)
+}
+
+fn verdict_of<'a>(v: &'a Value, id: &str) -> &'a str {
+    v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no check {id}"))["verdict"]
+        .as_str()
+        .unwrap()
+}
+
+#[test]
+fn doctor_pass_tree() {
+    let (o, v) = doctor("pass");
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(v["verdict"], "pass");
+    assert_eq!(v["summary"]["fail"], 0);
+    assert_eq!(v["summary"]["warn"], 0);
+    for c in v["checks"].as_array().unwrap() {
+        assert_eq!(c["verdict"], "pass", "{c}");
+    }
+    assert_eq!(verdict_of(&v, "pcie_topology"), "pass");
+    let pairs = &v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "pcie_topology")
+        .unwrap()["data"]["pairs"];
+    assert_eq!(pairs[0]["link"], "PIX");
+}
+
+#[test]
+fn doctor_warn_tree() {
+    let (o, v) = doctor("warn");
+    assert_eq!(o.status.code(), Some(0), "warnings do not fail doctor");
+    assert_eq!(v["verdict"], "warn");
+    assert_eq!(v["summary"]["fail"], 0);
+    for id in [
+        "peerdirect_support",
+        "rdma_devices",
+        "iommu",
+        "pcie_topology",
+        "bar1",
+        "kernel_log",
+    ] {
+        assert_eq!(verdict_of(&v, id), "warn", "{id}");
+    }
+    // Every warning carries a fix.
+    for c in v["checks"].as_array().unwrap() {
+        if c["verdict"] == "warn" {
+            assert!(c["fix"].as_str().is_some_and(|f| !f.is_empty()), "{c}");
+        }
+    }
+}
+
+#[test]
+fn doctor_fail_tree() {
+    let (o, v) = doctor("fail");
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(v["verdict"], "fail");
+    for id in [
+        "peer_memory_client",
+        "peerdirect_core",
+        "peerdirect_support",
+        "pcie_topology",
+        "gpu_attributes",
+        "kernel_log",
+    ] {
+        assert_eq!(verdict_of(&v, id), "fail", "{id}");
+    }
+    let text = String::from_utf8(run(&["doctor", "--root", &fixture("fail")]).stdout).unwrap();
+    assert!(
+        text.contains("[FAIL] Peer-memory client: nvidia_peermem, nv_peer_mem are all loaded"),
+        "{text}"
+    );
+    assert!(text.contains("fix: keep one: rmmod"), "{text}");
+    assert!(text.contains("SYS"), "{text}");
+}
+
+#[test]
+fn doctor_acs_tree() {
+    let (o, v) = doctor("acs");
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(verdict_of(&v, "acs"), "fail");
+    assert_eq!(v["summary"]["fail"], 1, "only ACS fails: {v}");
+    let acs = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "acs")
+        .unwrap();
+    assert!(acs["fix"]
+        .as_str()
+        .unwrap()
+        .contains("setpci -s 0000:02:00.0"));
+}
+
+#[test]
+fn doctor_on_an_empty_tree_explains_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&["doctor", "--json", "--root", dir.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let v = json_of(&o);
+    assert_eq!(v["checks"].as_array().unwrap().len(), 12);
+    for c in v["checks"].as_array().unwrap() {
+        assert!(!c["detail"].as_str().unwrap().is_empty(), "{c}");
+        if c["verdict"] == "fail" {
+            assert!(c["fix"].is_string(), "{c}");
+        }
+    }
+    assert_eq!(verdict_of(&v, "nvidia_driver"), "fail");
+    assert_eq!(verdict_of(&v, "rdma_devices"), "fail");
+    assert_eq!(verdict_of(&v, "gpu_attributes"), "skip");
+}
+
+#[test]
+fn doctor_json_shape() {
+    let (_, v) = doctor("pass");
+    assert_eq!(v["tool"], "peermem-check");
+    assert_eq!(v["command"], "doctor");
+    assert!(v["version"].is_string());
+    for c in v["checks"].as_array().unwrap() {
+        for k in ["id", "title", "verdict", "detail"] {
+            assert!(c[k].is_string(), "{k} missing in {c}");
+        }
+        assert!(["pass", "warn", "fail", "skip"].contains(&c["verdict"].as_str().unwrap()));
+    }
+    let s = &v["summary"];
+    let total: u64 = ["pass", "warn", "fail", "skip"]
+        .iter()
+        .map(|k| s[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(total as usize, v["checks"].as_array().unwrap().len());
+}
+
+#[test]
+fn argument_errors_exit_2() {
+    for args in [
+        &["frobnicate"][..],
+        &["validate", "--size", "12Q"],
+        &["validate", "--backend", "quantum"],
+        &["validate", "--iterations", "0"],
+        &["bench", "--sizes", "1M,x"],
+        &["doctor", "--nope"],
+        &["plot"],
+    ] {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(!o.stderr.is_empty());
+    }
+}
+
+#[test]
+fn validate_sim_without_device_is_a_clean_failure() {
+    let o = run(&[
+        "validate",
+        "--backend",
+        "sim",
+        "--sim-dev",
+        "/nonexistent/peermem_sim",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let v = json_of(&o);
+    assert_eq!(v["command"], "validate");
+    assert_eq!(v["backend"], "sim");
+    assert_eq!(v["verdict"], "fail");
+    let c = &v["checks"][0];
+    assert_eq!(c["id"], "open");
+    assert!(
+        c["detail"]
+            .as_str()
+            .unwrap()
+            .contains("simulated stack is not loaded"),
+        "{c}"
+    );
+    assert_eq!(c["data"]["errno_name"], "ENOENT");
+}
+
+#[test]
+fn validate_sim_against_a_wrong_device_maps_the_error() {
+    // /dev/null answers every ioctl with ENOTTY: the flow must stop at the
+    // first step with a cause, not crash.
+    let o = run(&[
+        "validate",
+        "--backend",
+        "sim",
+        "--sim-dev",
+        "/dev/null",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let v = json_of(&o);
+    let failed: Vec<&Value> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["verdict"] == "fail")
+        .collect();
+    assert!(!failed.is_empty());
+    assert!(
+        failed[0]["detail"].as_str().unwrap().contains("ENOTTY"),
+        "{}",
+        failed[0]
+    );
+}
+
+#[test]
+fn bench_sim_without_device_is_a_clean_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&[
+        "bench",
+        "--backend",
+        "sim",
+        "--sim-dev",
+        "/nonexistent",
+        "--out",
+        dir.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(json_of(&o)["command"], "bench");
+}
+
+#[test]
+fn validate_real_without_gpu_or_nic_explains_why() {
+    // On a build host: no libcuda (or, on a GPU node without a NIC, no RDMA
+    // device). Either way a failed check with a cause, never a panic.
+    let o = run(&["validate", "--json", "--size", "64K"]);
+    let v = json_of(&o);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    if v["verdict"] == "fail" {
+        assert_eq!(o.status.code(), Some(1));
+        let f = v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["verdict"] == "fail")
+            .unwrap();
+        assert!(f["fix"].is_string(), "{f}");
+    }
+}
+
+#[test]
+fn plot_renders_from_bench_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = dir.path().join("b.json");
+    std::fs::write(
+        &j,
+        r#"{"backend":"sim","platform":"t","method":"m","results":[
+          {"size":65536,"iterations":3,"reg_ns":{"n":3,"median":5000,"p10":4000,"p90":6000,"min":4000,"max":6000,"mean":5000},
+           "dereg_ns":null,"direct_mib_s":900.0,"bounce_mib_s":450.0,"copy_mib_s":null},
+          {"size":1048576,"iterations":3,"reg_ns":{"n":3,"median":9000,"p10":8000,"p90":9500,"min":8000,"max":9500,"mean":9000},
+           "dereg_ns":null,"direct_mib_s":1900.0,"bounce_mib_s":950.0,"copy_mib_s":null}]}"#,
+    )
+    .unwrap();
+    let png = dir.path().join("b.png");
+    let o = run(&["plot", j.to_str().unwrap(), "-o", png.to_str().unwrap()]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+    let o = run(&["plot", dir.path().join("missing.json").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+}
