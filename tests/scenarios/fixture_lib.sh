@@ -3,6 +3,17 @@
 #   . /scenarios/lib.sh; . /scenarios/fixture_lib.sh
 # Arguments KEY=VALUE become variables arg_KEY.
 
+# On the way out, whatever happened, unload what the scenario loaded so the
+# next scenario of the suite starts from a clean VM (lib.sh's report kept).
+_fx_cleanup() {
+	for _m in peermem_refclient peermem_refclient2 peermem_sim \
+		peerdirect_sim nvidia_p2p_sim; do
+		[ -d "/sys/module/$_m" ] && rmmod "$_m" 2>/dev/null
+	done
+	return 0
+}
+trap '_fx_cleanup; [ -n "$_reported" ] || echo "SCENARIO-RESULT $SCENARIO_ID fail reason=exited without a result (last command failed?)"' EXIT
+
 for _a in "$@"; do
 	case "$_a" in
 	*=*) eval "arg_${_a%%=*}=\${_a#*=}" ;;

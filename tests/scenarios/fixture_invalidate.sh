@@ -1,0 +1,60 @@
+#!/bin/sh
+# cudaFree of registered GPU memory: the provider fires the free callback
+# under its driver mutex, the reference client invalidates through the core.
+# Flow 1 (modern core, client opted in with PEER_MEM_INVALIDATE_UNMAPS): the
+# core calls neither dma_unmap nor put_pages during the invalidation; it does
+# at deregistration, where the client makes them no-ops. Flow 2 (anything
+# else): the core calls both from inside the invalidation, not again later.
+#   fixture_invalidate.sh generation=modern|mofed51|legacy abi=ex|plain|legacy
+. /scenarios/lib.sh
+. /scenarios/fixture_lib.sh
+gen=${arg_generation:-modern}
+abi=${arg_abi:-ex}
+self_unmaps=0
+[ "$gen" = modern ] && [ "$abi" = ex ] && self_unmaps=1
+
+load_sim_stack generation="$gen"
+load_refclient abi="$abi"
+va=$(gpu_alloc 256K)
+mr_reg $((va + 0x10000)) $((0x20000))
+[ "$mr_sg" = 2 ] || fail "2 SG entries expected, got $mr_sg"
+st hca-write "$mr_id" 0 0x1000 seq cpu >/dev/null
+phase_reset
+
+st gpu-free "$va" >/dev/null
+expect_counter free_callbacks 1
+expect_counter num_free_callbacks 1
+expect_peer_attr ref_mem num_free_callbacks 1
+expect_phase invalidate 1
+st mr-query "$mr_id" | grep -q state=invalidated || fail "MR not invalidated"
+# the client released the dead page table and mapping in its callback
+expect_counter pages_pinned 0
+expect_counter page_tables_live 0
+expect_counter dma_mappings_live 0
+expect_counter gpu_allocs_live 0
+if [ $self_unmaps = 1 ]; then
+	expect_phase dma_unmap 0
+	expect_phase put_pages 0
+else
+	expect_phase dma_unmap 1
+	expect_phase put_pages 1
+fi
+# the HCA can no longer reach the memory
+st_errno EIO hca-write "$mr_id" 0 16 seq cpu
+st_errno EIO hca-check "$mr_id" 0 16 seq edu
+
+st mr-dereg "$mr_id" >/dev/null
+# flow 1 calls them now (no-ops in the client); flow 2 already did
+expect_phase dma_unmap 1
+expect_phase put_pages 1
+expect_phase release 1
+expect_counter mrs_live 0
+expect_counter num_dealloc_mrs 1
+expect_counter put_pages_calls 1	# the acquire probe's only
+no_leaks
+unload peermem_refclient
+dmesg | grep "client ref_mem unregistered" | tail -n 1 |
+	grep -q "invalidations=1 .*contexts_left=0" ||
+	fail "the reference client did not see one invalidation or leaked"
+teardown
+pass flow=$([ $self_unmaps = 1 ] && echo client-unmaps || echo core-unmaps)

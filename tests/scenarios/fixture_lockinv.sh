@@ -1,0 +1,63 @@
+#!/bin/sh
+# The lock inversion of MOFED 5.1-5.3 (bug 2696789), as lockdep sees it.
+# mode=splat: on a core that calls put_pages under the mapping lock, a
+#   deregistration (mapping lock -> driver mutex) and a cudaFree
+#   (driver mutex -> free callback -> invalidate -> mapping lock) make the
+#   cycle; lockdep must report it (the suite expects that splat). The two
+#   are run one after the other: truly concurrent they would deadlock.
+# mode=clean: the modern core with an opted-in client; the same two paths,
+#   then real races of cudaFree against deregistration (both orders widened
+#   with delay points, then many jittered rounds): no deadlock, no splat.
+#   fixture_lockinv.sh generation=G abi=A mode=splat|clean
+. /scenarios/lib.sh
+. /scenarios/fixture_lib.sh
+gen=${arg_generation:-modern}
+abi=${arg_abi:-ex}
+mode=${arg_mode:-clean}
+splat="possible circular locking dependency detected"
+
+load_sim_stack generation="$gen"
+load_refclient abi="$abi"
+va=$(gpu_alloc 64K)
+mr_reg "$va" 65536
+st mr-dereg "$mr_id" >/dev/null
+mr_reg "$va" 65536
+st gpu-free "$va" >/dev/null
+st mr-dereg "$mr_id" >/dev/null
+
+if [ "$mode" = splat ]; then
+	dmesg_has "$splat" || fail "lockdep did not report the inversion"
+	dmesg | grep -A 30 "$splat" | grep -q "mapping_lock" ||
+		fail "the report does not name the mapping lock"
+	no_leaks
+	teardown
+	pass lockdep=reported
+fi
+
+# cudaFree while a deregistration holds the mapping lock
+va=$(gpu_alloc 64K)
+mr_reg "$va" 65536
+st delay core_dereg_locked 500 1 >/dev/null
+simtest mr-dereg "$mr_id" >/dev/null &
+p=$!
+sleep 0.2
+st gpu-free "$va" >/dev/null
+wait $p || fail "dereg failed during the race"
+# deregistration while cudaFree holds the driver mutex
+va=$(gpu_alloc 64K)
+mr_reg "$va" 65536
+st delay free_cb_before 500 1 >/dev/null
+simtest gpu-free "$va" >/dev/null &
+p=$!
+sleep 0.2
+st mr-dereg "$mr_id" >/dev/null
+wait $p || fail "cudaFree failed during the race"
+no_leaks
+out=$(simtest race free dereg --iters 100 --jitter-us 300) ||
+	fail "race free dereg: $out"
+out=$(simtest race free reg --iters 50 --jitter-us 300) ||
+	fail "race free reg: $out"
+no_leaks
+dmesg_has "$splat" && fail "lockdep reported an inversion"
+teardown
+pass races=152
