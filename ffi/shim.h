@@ -27,4 +27,11 @@ unsigned int pm_shim_sg_dma_len(struct scatterlist *sg);
 void pm_shim_registry_lock(void);
 void pm_shim_registry_unlock(void);
 
+/*
+ * KUnit test module only (defined in shim_kunit.c): a referenced PCI device
+ * of the machine (any), or NULL; and dropping that reference.
+ */
+struct device *pm_shim_test_get_pci_device(void);
+void pm_shim_test_put_pci_device(struct device *dev);
+
 #endif /* PEERMEM_RS_SHIM_H */

@@ -43,7 +43,9 @@ pub(crate) struct PeerMemoryClientEx {
 
 const _: () = {
     assert!(size_of::<PeerMemoryClientEx>() == size_of::<sys::peer_memory_client_ex>());
-    assert!(offset_of!(PeerMemoryClientEx, ex_size) == offset_of!(sys::peer_memory_client_ex, ex_size));
+    assert!(
+        offset_of!(PeerMemoryClientEx, ex_size) == offset_of!(sys::peer_memory_client_ex, ex_size)
+    );
     assert!(offset_of!(PeerMemoryClientEx, flags) == offset_of!(sys::peer_memory_client_ex, flags));
     // The legacy core reads `get_context_private_data` and
     // `put_context_private_data` exactly there.
@@ -78,10 +80,16 @@ pub(crate) trait PeerMemoryClient {
     ) -> Result<u32>;
 
     /// Unmaps (a no-op after an invalidation).
-    fn dma_unmap(context: <Self::Context as ForeignOwnable>::Borrowed<'_>, sg_head: &bindings::sg_table);
+    fn dma_unmap(
+        context: <Self::Context as ForeignOwnable>::Borrowed<'_>,
+        sg_head: &bindings::sg_table,
+    );
 
     /// Unpins (a no-op after an invalidation).
-    fn put_pages(context: <Self::Context as ForeignOwnable>::Borrowed<'_>, sg_head: &bindings::sg_table);
+    fn put_pages(
+        context: <Self::Context as ForeignOwnable>::Borrowed<'_>,
+        sg_head: &bindings::sg_table,
+    );
 
     /// The page size the core trims the SG table with.
     fn page_size(context: <Self::Context as ForeignOwnable>::Borrowed<'_>) -> u64;
@@ -274,7 +282,7 @@ impl ClientTable {
 
     /// The table as the core takes it.
     pub(crate) fn as_raw(&'static self) -> *const sys::peer_memory_client {
-        &raw const self.0.client
+        &raw const self.ex().client
     }
 
     /// The whole table.
@@ -379,14 +387,22 @@ pub(crate) fn clients_for(set: ClientSet, abi: PeerDirectAbi) -> [Option<ClientS
     match set {
         ClientSet::PersistentOnly => [
             Some(ClientSpec {
-                table: if ex { &NV_MEM_PERSISTENT_EX } else { &NV_MEM_PERSISTENT_LEGACY },
+                table: if ex {
+                    &NV_MEM_PERSISTENT_EX
+                } else {
+                    &NV_MEM_PERSISTENT_LEGACY
+                },
                 invalidating: false,
             }),
             None,
         ],
         ClientSet::InvalidatingAndPersistent => [
             Some(ClientSpec {
-                table: if ex { &NV_MEM_INVALIDATING_EX } else { &NV_MEM_INVALIDATING_LEGACY },
+                table: if ex {
+                    &NV_MEM_INVALIDATING_EX
+                } else {
+                    &NV_MEM_INVALIDATING_LEGACY
+                },
                 invalidating: true,
             }),
             Some(ClientSpec {

@@ -122,11 +122,6 @@ impl CoreRegistration {
         }
         Ok(this)
     }
-
-    /// The client's name.
-    pub(crate) fn name(&self) -> &'static str {
-        self.name
-    }
 }
 
 impl Drop for CoreRegistration {
@@ -138,5 +133,6 @@ impl Drop for CoreRegistration {
             slot.handle.store(core::ptr::null_mut(), Ordering::Release);
             slot.invalidate.store(0, Ordering::Relaxed);
         }
+        pr_info!("unregistered client \"{}\"\n", self.name);
     }
 }

@@ -42,7 +42,10 @@ pub(crate) trait SeqShow {
 /// # Safety
 ///
 /// Called by `seq_read` only, with a valid `seq_file`.
-unsafe extern "C" fn show_callback<T: SeqShow>(m: *mut bindings::seq_file, _v: *mut c_void) -> c_int {
+unsafe extern "C" fn show_callback<T: SeqShow>(
+    m: *mut bindings::seq_file,
+    _v: *mut c_void,
+) -> c_int {
     // INVARIANT: `m` is valid for the duration of this callback.
     let mut w = SeqWriter(m);
     let _ = T::show(&mut w);
@@ -52,7 +55,10 @@ unsafe extern "C" fn show_callback<T: SeqShow>(m: *mut bindings::seq_file, _v: *
 /// # Safety
 ///
 /// Called by the VFS only, with valid `inode` and `file`.
-unsafe extern "C" fn open_callback<T: SeqShow>(_inode: *mut bindings::inode, file: *mut bindings::file) -> c_int {
+unsafe extern "C" fn open_callback<T: SeqShow>(
+    _inode: *mut bindings::inode,
+    file: *mut bindings::file,
+) -> c_int {
     // SAFETY: FFI call with the VFS's file; `show_callback::<T>` has the
     // signature `single_open` expects.
     unsafe { bindings::single_open(file, Some(show_callback::<T>), core::ptr::null_mut()) }
@@ -108,7 +114,11 @@ impl SeqShow for StatsFile {
         writeln!(w, "pinned_bytes {}", stats::get(&s.pinned_bytes))?;
         writeln!(w, "dma_mappings {}", stats::get(&s.mappings))?;
         writeln!(w, "invalidations {}", stats::get(&s.invalidations))?;
-        writeln!(w, "core_invalidations {}", stats::get(&s.core_invalidations))?;
+        writeln!(
+            w,
+            "core_invalidations {}",
+            stats::get(&s.core_invalidations)
+        )?;
         writeln!(
             w,
             "skipped_after_invalidation {}",
@@ -142,7 +152,12 @@ impl Dir {
     /// debugfs) only lose the files.
     pub(crate) fn create() -> Self {
         // SAFETY: FFI call with a NUL-terminated name and no parent.
-        let dir = unsafe { sys::debugfs_create_dir(c_str!("nvidia_peermem_rs").as_char_ptr(), core::ptr::null_mut()) };
+        let dir = unsafe {
+            sys::debugfs_create_dir(
+                c_str!("nvidia_peermem_rs").as_char_ptr(),
+                core::ptr::null_mut(),
+            )
+        };
         for (name, fops) in [
             (c_str!("registrations"), &REGISTRATIONS_FOPS),
             (c_str!("stats"), &STATS_FOPS),
@@ -151,7 +166,13 @@ impl Dir {
             // debugfs, `fops` is a static table whose `owner` pins us while
             // the file is open.
             unsafe {
-                sys::debugfs_create_file(name.as_char_ptr(), 0o400, dir, core::ptr::null_mut(), &fops.0)
+                sys::debugfs_create_file(
+                    name.as_char_ptr(),
+                    0o400,
+                    dir,
+                    core::ptr::null_mut(),
+                    &fops.0,
+                )
             };
         }
         // INVARIANT: `dir` is what debugfs returned.

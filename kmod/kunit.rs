@@ -84,10 +84,7 @@ pub(crate) const fn case(
 pub(crate) const CASE_END: bindings::kunit_case = unsafe { core::mem::zeroed() };
 
 /// A suite named `name` running the cases at `cases`.
-pub(crate) const fn suite(
-    name: &str,
-    cases: *mut bindings::kunit_case,
-) -> bindings::kunit_suite {
+pub(crate) const fn suite(name: &str, cases: *mut bindings::kunit_case) -> bindings::kunit_suite {
     let mut name_buf = [0u8; 256];
     let bytes = name.as_bytes();
     let mut i = 0;

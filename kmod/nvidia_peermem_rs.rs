@@ -45,21 +45,39 @@ impl kernel::Module for NvidiaPeermem {
         let config = params::Config::from_params()?;
         let debugfs = debugfs::Dir::create();
         let mut clients = KVec::new();
-        for spec in client::clients_for(config.clients, config.abi).into_iter().flatten() {
+        for spec in client::clients_for(config.clients, config.abi)
+            .into_iter()
+            .flatten()
+        {
             let slot = spec.invalidating.then_some(&core_client::INVALIDATION);
             // On failure the clients registered so far are unregistered.
-            clients.push(core_client::CoreRegistration::register(spec.table, slot)?, GFP_KERNEL)?;
+            clients.push(
+                core_client::CoreRegistration::register(spec.table, slot)?,
+                GFP_KERNEL,
+            )?;
         }
         pr_info!(
             "version {}: registered {} ({} PeerDirect ABI{}){}\n",
             modinfo::VERSION,
-            if clients.len() == 2 { "nv_mem (invalidating) and nv_mem_nc (persistent)" } else { "nv_mem (persistent)" },
+            if clients.len() == 2 {
+                "nv_mem (invalidating) and nv_mem_nc (persistent)"
+            } else {
+                "nv_mem (persistent)"
+            },
             match config.abi {
                 params::PeerDirectAbi::Extended => "extended",
                 params::PeerDirectAbi::Legacy => "legacy",
             },
-            if config.abi == params::PeerDirectAbi::Extended { ", PEER_MEM_INVALIDATE_UNMAPS" } else { "" },
-            if config.coalesce_sg { ", coalescing SG entries" } else { "" }
+            if config.abi == params::PeerDirectAbi::Extended {
+                ", PEER_MEM_INVALIDATE_UNMAPS"
+            } else {
+                ""
+            },
+            if config.coalesce_sg {
+                ", coalescing SG entries"
+            } else {
+                ""
+            }
         );
         Ok(Self {
             _clients: clients,

@@ -5,10 +5,19 @@
 //! with any core.
 
 mod abi;
+mod client;
+mod core_client;
 mod kunit;
+mod kunit_mock;
 mod modinfo;
+mod module_ref;
+mod p2p;
 mod params;
 mod range;
+mod registration;
+mod registry;
+mod sg;
+mod stats;
 mod sys;
 mod tests;
 

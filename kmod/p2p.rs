@@ -219,7 +219,9 @@ impl PageTable {
     pub(crate) fn unpin(self) -> core::result::Result<(), (Self, Error)> {
         let rc = match self.callback {
             // SAFETY: FFI call with the page table and address we pinned.
-            Some(_) => unsafe { sys::nvidia_p2p_put_pages(0, 0, self.range.start(), self.ptr.as_ptr()) },
+            Some(_) => unsafe {
+                sys::nvidia_p2p_put_pages(0, 0, self.range.start(), self.ptr.as_ptr())
+            },
             // SAFETY: FFI call with the page table and address we pinned.
             None => unsafe {
                 sys::nvidia_p2p_put_pages_persistent(
@@ -392,7 +394,10 @@ impl Drop for DmaMapping {
         };
         if let Err((leaked, e)) = this.unmap() {
             STATS.error(ErrorKind::DmaUnmap);
-            pr_err!("nvidia_p2p_dma_unmap_pages failed ({:?}): mapping left\n", e);
+            pr_err!(
+                "nvidia_p2p_dma_unmap_pages failed ({:?}): mapping left\n",
+                e
+            );
             core::mem::forget(leaked);
         }
     }

@@ -66,8 +66,7 @@ macro_rules! int_param {
             const PARMTYPE: &str = concat!("parmtype=", $name, ":int\0");
             #[link_section = ".modinfo"]
             #[used(compiler)]
-            static MODINFO_PARMTYPE: [u8; PARMTYPE.len()] =
-                crate::modinfo::modinfo_bytes(PARMTYPE);
+            static MODINFO_PARMTYPE: [u8; PARMTYPE.len()] = crate::modinfo::modinfo_bytes(PARMTYPE);
 
             const PARM: &str = concat!("parm=", $name, ":", $desc, "\0");
             #[link_section = ".modinfo"]

@@ -32,8 +32,7 @@ use crate::stats::{self, ErrorKind, Failure, STATS};
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::{
-    bindings,
-    new_spinlock,
+    bindings, new_spinlock,
     prelude::*,
     sync::{Arc, ArcBorrow, SpinLock},
 };
@@ -140,7 +139,11 @@ impl Registration {
         }
     }
 
-    fn try_acquire(kind: PinKind, addr: u64, size: u64) -> core::result::Result<Option<Arc<Self>>, Failure> {
+    fn try_acquire(
+        kind: PinKind,
+        addr: u64,
+        size: u64,
+    ) -> core::result::Result<Option<Arc<Self>>, Failure> {
         let range = GpuRange::new(addr, size).map_err(|e| Failure::new(ErrorKind::Range, e))?;
         let module = ModuleRef::try_get().ok_or(Failure::new(ErrorKind::ModuleGoing, ENODEV))?;
         let this = Arc::pin_init(
@@ -255,7 +258,12 @@ impl Registration {
     }
 
     /// The core's get_pages: pins the range for real.
-    pub(crate) fn get_pages(this: ArcBorrow<'_, Self>, addr: u64, size: u64, core_context: u64) -> Result {
+    pub(crate) fn get_pages(
+        this: ArcBorrow<'_, Self>,
+        addr: u64,
+        size: u64,
+        core_context: u64,
+    ) -> Result {
         Self::try_get_pages(this, addr, size, core_context).map_err(|f| {
             pr_err!(
                 "registration {}: get_pages of [{:#x}, {:#x}) failed ({:?})\n",
@@ -318,7 +326,11 @@ impl Registration {
 
     /// The core's dma_map: maps for the HCA and fills `sg_head` (left
     /// untouched on failure). Returns the number of SG entries.
-    pub(crate) fn dma_map(&self, sg_head: &mut bindings::sg_table, peer: Option<PciDevice>) -> Result<u32> {
+    pub(crate) fn dma_map(
+        &self,
+        sg_head: &mut bindings::sg_table,
+        peer: Option<PciDevice>,
+    ) -> Result<u32> {
         self.try_dma_map(sg_head, peer).map_err(|f| {
             pr_err!(
                 "registration {}: dma_map of [{:#x}, {:#x}) failed ({:?})\n",
@@ -342,7 +354,10 @@ impl Registration {
             if st.invalidation != Invalidation::None {
                 return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
             }
-            if st.in_flight.is_some() || st.sg.is_some() || st.pinned.as_ref().map_or(true, Pinned::is_mapped) {
+            if st.in_flight.is_some()
+                || st.sg.is_some()
+                || st.pinned.as_ref().map_or(true, Pinned::is_mapped)
+            {
                 return Err(Failure::new(ErrorKind::Sequence, EINVAL));
             }
             st.in_flight = Some(Op::Mapping);
@@ -351,8 +366,12 @@ impl Registration {
         .ok_or(Failure::new(ErrorKind::Sequence, EINVAL))?;
 
         let sg = match pinned.map(peer) {
-            Ok(addresses) => SgTable::build(SgPlan::new(addresses, GPU_PAGE_SIZE, crate::params::coalesce_sg()))
-                .map_err(|e| Failure::new(ErrorKind::SgTable, e)),
+            Ok(addresses) => SgTable::build(SgPlan::new(
+                addresses,
+                GPU_PAGE_SIZE,
+                crate::params::coalesce_sg(),
+            ))
+            .map_err(|e| Failure::new(ErrorKind::SgTable, e)),
             Err(f) => Err(f),
         };
         let sg = match sg {
@@ -363,7 +382,11 @@ impl Registration {
                 self.finish_in_flight(pinned);
                 if let Err(e) = unmapped {
                     STATS.error(ErrorKind::DmaUnmap);
-                    pr_err!("registration {}: unmapping after a refusal failed ({:?})\n", self.id, e);
+                    pr_err!(
+                        "registration {}: unmapping after a refusal failed ({:?})\n",
+                        self.id,
+                        e
+                    );
                 }
                 return Err(f);
             }
@@ -390,7 +413,11 @@ impl Registration {
         if let Some(sg) = &st.sg {
             if !sg.is(sg_head) {
                 STATS.error(ErrorKind::Sequence);
-                pr_warn!("registration {}: {:?} with an SG table that is not ours\n", self.id, op);
+                pr_warn!(
+                    "registration {}: {:?} with an SG table that is not ours\n",
+                    self.id,
+                    op
+                );
             }
         }
         if st.in_flight.is_some() {
@@ -477,7 +504,11 @@ impl Registration {
             stats::inc(&STATS.core_invalidations);
             if let Err(e) = INVALIDATION.invalidate(ticket) {
                 STATS.error(ErrorKind::Invalidate);
-                pr_err!("registration {}: the core's invalidate failed ({:?})\n", self.id, e);
+                pr_err!(
+                    "registration {}: the core's invalidate failed ({:?})\n",
+                    self.id,
+                    e
+                );
             }
         }
         let pinned = {

@@ -116,24 +116,6 @@ impl SgTable {
     pub(crate) fn is(&self, table: &bindings::sg_table) -> bool {
         table.sgl == self.table.sgl
     }
-
-    /// Each entry as `(dma_address, dma_length)`, in order.
-    pub(crate) fn for_each(&self, mut f: impl FnMut(u64, u32)) {
-        let mut sg = self.table.sgl;
-        for _ in 0..self.table.nents {
-            if sg.is_null() {
-                return;
-            }
-            // SAFETY: `sg` is one of the table's entries (type invariant).
-            unsafe {
-                f(
-                    sys::pm_shim_sg_dma_address(sg),
-                    sys::pm_shim_sg_dma_len(sg),
-                );
-                sg = bindings::sg_next(sg);
-            }
-        }
-    }
 }
 
 impl Drop for SgTable {

@@ -72,11 +72,729 @@ fn params_validate() {
     }
 }
 
+// ---- client tables ---------------------------------------------------------
+
+use crate::client::{self, ClientTable, EX_MARK_INDEX, INVALIDATE_UNMAPS};
+use crate::core_client::{CoreRegistration, INVALIDATION};
+use crate::kunit_mock::{self as mock, CoreMode, FailOp, DMA_BASE, GPU_VA};
+use crate::sg::{SgPlan, SgTable};
+use crate::{registry, sys};
+use core::ptr;
+use kernel::{
+    bindings,
+    ffi::{c_int, c_void},
+};
+
+fn name_of(table: &ClientTable) -> &str {
+    table.name()
+}
+
+fn check_table(table: &ClientTable, name: &str, extended: bool) {
+    let ex = table.ex();
+    check_eq!(name_of(table), name);
+    // The name is NUL-padded to the end.
+    check!(ex.client.name[name.len()..].iter().all(|&c| c == 0));
+    let version = &ex.client.version;
+    check_eq!(
+        &version[..crate::modinfo::VERSION.len()],
+        crate::modinfo::VERSION.as_bytes()
+    );
+    check!(version[crate::modinfo::VERSION.len()..EX_MARK_INDEX]
+        .iter()
+        .all(|&c| c == 0));
+    let c = &ex.client;
+    check!(c.acquire.is_some() && c.get_pages.is_some() && c.dma_map.is_some());
+    check!(c.dma_unmap.is_some() && c.put_pages.is_some());
+    check!(c.get_page_size.is_some() && c.release.is_some());
+    if extended {
+        check_eq!(version[EX_MARK_INDEX], 1);
+        check_eq!(ex.ex_size, 152);
+        check_eq!(ex.flags, INVALIDATE_UNMAPS);
+        check_eq!(ex.flags, sys::PEER_MEM_INVALIDATE_UNMAPS);
+    } else {
+        check_eq!(version[EX_MARK_INDEX], 0);
+        // What a legacy core reads as two NULL callbacks.
+        check_eq!(ex.ex_size, 0);
+        check_eq!(ex.flags, 0);
+    }
+}
+
+fn client_tables_per_mode() {
+    check_table(&client::NV_MEM_INVALIDATING_EX, "nv_mem", true);
+    check_table(&client::NV_MEM_INVALIDATING_LEGACY, "nv_mem", false);
+    check_table(&client::NV_MEM_PERSISTENT_EX, "nv_mem", true);
+    check_table(&client::NV_MEM_PERSISTENT_LEGACY, "nv_mem", false);
+    check_table(&client::NV_MEM_NC_EX, "nv_mem_nc", true);
+    check_table(&client::NV_MEM_NC_LEGACY, "nv_mem_nc", false);
+    // The invalidating and persistent tables call different adapters.
+    check!(
+        client::NV_MEM_INVALIDATING_EX
+            .ex()
+            .client
+            .acquire
+            .map(|f| f as usize)
+            != client::NV_MEM_PERSISTENT_EX
+                .ex()
+                .client
+                .acquire
+                .map(|f| f as usize)
+    );
+}
+
+fn client_selection_per_params() {
+    for (pd, pa) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
+        let config = Config::from_values(pd, pa, 0);
+        check!(config.is_ok());
+        let Ok(config) = config else { return };
+        let specs = client::clients_for(config.clients, config.abi);
+        let extended = pd == 0;
+        match (&specs[0], &specs[1]) {
+            (Some(first), Some(second)) => {
+                check_eq!(pa, 0);
+                check!(first.invalidating && !second.invalidating);
+                check_table(first.table, "nv_mem", extended);
+                check_table(second.table, "nv_mem_nc", extended);
+            }
+            (Some(only), None) => {
+                check_eq!(pa, 1);
+                check!(!only.invalidating);
+                check_table(only.table, "nv_mem", extended);
+            }
+            _ => check!(false),
+        }
+    }
+}
+
+// ---- SG construction -----------------------------------------------------
+
+fn collect_plan(addresses: &[u64], coalesce: bool, out: &mut [(u64, u64)]) -> usize {
+    let mut n = 0;
+    for entry in SgPlan::new(addresses, K64, coalesce) {
+        if n < out.len() {
+            out[n] = entry;
+        }
+        n += 1;
+    }
+    n
+}
+
+fn sg_one_entry_per_page() {
+    let contiguous = [0x10_0000, 0x11_0000, 0x12_0000, 0x13_0000];
+    let mut out = [(0, 0); 8];
+    check_eq!(collect_plan(&contiguous, false, &mut out), 4);
+    for (i, &(addr, len)) in out[..4].iter().enumerate() {
+        check_eq!(addr, contiguous[i]);
+        check_eq!(len, K64);
+    }
+    // One page: one entry.
+    check_eq!(collect_plan(&contiguous[..1], false, &mut out), 1);
+    check_eq!(out[0], (0x10_0000, K64));
+    check_eq!(collect_plan(&[], false, &mut out), 0);
+}
+
+fn sg_coalescing() {
+    let mut out = [(0, 0); 8];
+    let contiguous = [0x10_0000, 0x11_0000, 0x12_0000, 0x13_0000];
+    check_eq!(collect_plan(&contiguous, true, &mut out), 1);
+    check_eq!(out[0], (0x10_0000, 4 * K64));
+    // Runs break at every gap and at a step backwards.
+    let runs = [
+        0x10_0000, 0x11_0000, 0x30_0000, 0x31_0000, 0x32_0000, 0x20_0000,
+    ];
+    check_eq!(collect_plan(&runs, true, &mut out), 3);
+    check_eq!(out[0], (0x10_0000, 2 * K64));
+    check_eq!(out[1], (0x30_0000, 3 * K64));
+    check_eq!(out[2], (0x20_0000, K64));
+    // Scattered pages do not coalesce.
+    let scattered = [0x10_0000, 0x12_0000, 0x14_0000];
+    check_eq!(collect_plan(&scattered, true, &mut out), 3);
+    // An address at the top of the space does not wrap into the next.
+    let top = [u64::MAX - K64 + 1, 0];
+    check_eq!(collect_plan(&top, true, &mut out), 2);
+}
+
+fn sg_table_build() {
+    let addresses = [0x10_0000u64, 0x11_0000, 0x40_0000];
+    for (coalesce, want) in [(false, 3u32), (true, 2u32)] {
+        let table = SgTable::build(SgPlan::new(&addresses, K64, coalesce));
+        check!(table.is_ok());
+        let Ok(table) = table else { return };
+        check_eq!(table.entries(), want);
+        let raw = table.raw();
+        check_eq!(raw.nents, want);
+        check!(table.is(&raw));
+        let mut seen = [(0u64, 0u32); 3];
+        let mut n = 0;
+        let mut sg = raw.sgl;
+        while n < raw.nents as usize && !sg.is_null() {
+            if n < seen.len() {
+                // SAFETY: an entry of the table just built.
+                seen[n] = unsafe { (sys::pm_shim_sg_dma_address(sg), sys::pm_shim_sg_dma_len(sg)) };
+            }
+            // SAFETY: as above.
+            sg = unsafe { bindings::sg_next(sg) };
+            n += 1;
+        }
+        check_eq!(n, want as usize);
+        if coalesce {
+            check_eq!(seen[0], (0x10_0000, 2 * K64 as u32));
+            check_eq!(seen[1], (0x40_0000, K64 as u32));
+        } else {
+            check_eq!(seen[0], (0x10_0000, K64 as u32));
+            check_eq!(seen[2], (0x40_0000, K64 as u32));
+        }
+    }
+    check!(SgTable::build(SgPlan::new(&[], K64, false)).is_err());
+}
+
+// ---- the registration state machine, driven as the core drives it ------
+
+/// A PCI device of the VM, standing for the HCA.
+struct TestPciDevice(*mut bindings::device);
+
+impl TestPciDevice {
+    fn get() -> Self {
+        // SAFETY: FFI call without preconditions.
+        Self(unsafe { sys::pm_shim_test_get_pci_device() })
+    }
+}
+
+impl Drop for TestPciDevice {
+    fn drop(&mut self) {
+        // SAFETY: the reference taken by `get`.
+        unsafe { sys::pm_shim_test_put_pci_device(self.0) };
+    }
+}
+
+fn module_refs() -> c_int {
+    // SAFETY: FFI call with this module, alive while its code runs.
+    unsafe { bindings::module_refcount(crate::THIS_MODULE.as_ptr()) }
+}
+
+/// One MR as the core sees it: the client table and its context.
+struct CoreMr {
+    client: &'static sys::peer_memory_client,
+    context: *mut c_void,
+    sg: bindings::sg_table,
+}
+
+// Every call below acts as the PeerDirect core would, in the documented
+// order, with the context the client returned from acquire.
+impl CoreMr {
+    fn acquire(table: &'static ClientTable, addr: u64, size: u64) -> Option<Self> {
+        let client = &table.ex().client;
+        let mut context = ptr::null_mut();
+        let f = client.acquire?;
+        // SAFETY: as the core: a valid out-pointer for the context.
+        let mine = unsafe {
+            f(
+                addr as _,
+                size as _,
+                ptr::null_mut(),
+                ptr::null_mut(),
+                &mut context,
+            )
+        };
+        (mine == 1).then_some(Self {
+            client,
+            context,
+            sg: bindings::sg_table::default(),
+        })
+    }
+
+    fn get_pages(&mut self, addr: u64, size: u64, ticket: u64) -> c_int {
+        let Some(f) = self.client.get_pages else {
+            return -1;
+        };
+        // SAFETY: as the core, with the context from acquire.
+        unsafe {
+            f(
+                addr as _,
+                size as _,
+                1,
+                0,
+                ptr::null_mut(),
+                self.context,
+                ticket,
+            )
+        }
+    }
+
+    fn dma_map(&mut self, dev: *mut bindings::device) -> (c_int, c_int) {
+        let Some(f) = self.client.dma_map else {
+            return (-1, 0);
+        };
+        let mut nmap = 0;
+        // SAFETY: as the core: our SG head, the context, a device.
+        let rc = unsafe { f(&mut self.sg, self.context, dev, 0, &mut nmap) };
+        (rc, nmap)
+    }
+
+    fn page_size(&self) -> u64 {
+        let Some(f) = self.client.get_page_size else {
+            return 0;
+        };
+        // SAFETY: as the core, with the context from acquire.
+        unsafe { f(self.context) as u64 }
+    }
+
+    fn dma_unmap(&mut self) -> c_int {
+        let Some(f) = self.client.dma_unmap else {
+            return -1;
+        };
+        // SAFETY: as the core.
+        unsafe { f(&mut self.sg, self.context, ptr::null_mut()) }
+    }
+
+    fn put_pages(&mut self) {
+        if let Some(f) = self.client.put_pages {
+            // SAFETY: as the core.
+            unsafe { f(&mut self.sg, self.context) };
+        }
+    }
+
+    fn release(self) {
+        if let Some(f) = self.client.release {
+            // SAFETY: as the core, once, giving the context back.
+            unsafe { f(self.context) };
+        }
+    }
+
+    /// The SG entries as `(dma address, dma length)`.
+    fn entries(&self, out: &mut [(u64, u32)]) -> usize {
+        let mut sg = self.sg.sgl;
+        let mut n = 0;
+        while n < self.sg.nents as usize && !sg.is_null() {
+            if n < out.len() {
+                // SAFETY: an entry of the table the client built.
+                out[n] = unsafe { (sys::pm_shim_sg_dma_address(sg), sys::pm_shim_sg_dma_len(sg)) };
+            }
+            // SAFETY: as above.
+            sg = unsafe { bindings::sg_next(sg) };
+            n += 1;
+        }
+        n
+    }
+}
+
+const MR_ADDR: u64 = GPU_VA + 0x1234;
+const MR_SIZE: u64 = 300_000;
+const MR_PAGES: u64 = 5;
+
+/// Registers the client of `table` with the mock core for the test.
+fn register(table: &'static ClientTable, invalidating: bool) -> Option<CoreRegistration> {
+    let reg = CoreRegistration::register(table, invalidating.then_some(&INVALIDATION));
+    check!(reg.is_ok());
+    reg.ok()
+}
+
+fn lifecycle(table: &'static ClientTable, invalidating: bool) {
+    mock::reset(1 << 20);
+    let refs = module_refs();
+    let Some(_core) = register(table, invalidating) else {
+        return;
+    };
+    let dev = TestPciDevice::get();
+    check!(!dev.0.is_null());
+
+    let mr = CoreMr::acquire(table, MR_ADDR, MR_SIZE);
+    check!(mr.is_some());
+    let Some(mut mr) = mr else { return };
+    // The probe pinned and unpinned; the registration holds the module.
+    check_eq!(mock::live(), (0, 0));
+    check_eq!(registry::count(), 1);
+    check_eq!(module_refs(), refs + 1);
+
+    check_eq!(mr.get_pages(MR_ADDR, MR_SIZE, 7), 0);
+    check_eq!(mock::live(), (1, 0));
+    let (rc, nmap) = mr.dma_map(dev.0);
+    check_eq!(rc, 0);
+    check_eq!(nmap as u64, MR_PAGES);
+    check_eq!(mock::live(), (1, 1));
+    let mut entries = [(0u64, 0u32); 8];
+    check_eq!(mr.entries(&mut entries), MR_PAGES as usize);
+    for (i, &(addr, len)) in entries[..MR_PAGES as usize].iter().enumerate() {
+        check_eq!(addr, DMA_BASE + i as u64 * K64);
+        check_eq!(len as u64, K64);
+    }
+    check_eq!(mr.page_size(), K64);
+
+    check_eq!(mr.dma_unmap(), 0);
+    check_eq!(mock::live(), (1, 0));
+    mr.put_pages();
+    check_eq!(mock::live(), (0, 0));
+    mr.release();
+    check_eq!(registry::count(), 0);
+    check_eq!(module_refs(), refs);
+    check_eq!(mock::calls().invalidate, 0);
+}
+
+fn registration_lifecycle_invalidating() {
+    lifecycle(&client::NV_MEM_INVALIDATING_EX, true);
+}
+
+fn registration_lifecycle_persistent() {
+    lifecycle(&client::NV_MEM_PERSISTENT_EX, false);
+    lifecycle(&client::NV_MEM_NC_LEGACY, false);
+}
+
+fn acquire_declines_non_gpu_memory() {
+    mock::reset(1 << 20);
+    let refs = module_refs();
+    for table in [
+        &client::NV_MEM_INVALIDATING_EX,
+        &client::NV_MEM_PERSISTENT_EX,
+    ] {
+        // Below, above, straddling the end, empty, wrapping.
+        check!(CoreMr::acquire(table, 0x1000, 4096).is_none());
+        check!(CoreMr::acquire(table, GPU_VA + (2 << 20), 4096).is_none());
+        check!(CoreMr::acquire(table, GPU_VA + (1 << 20) - 10, 100).is_none());
+        check!(CoreMr::acquire(table, GPU_VA, 0).is_none());
+        check!(CoreMr::acquire(table, u64::MAX - 10, 100).is_none());
+    }
+    check_eq!(mock::live(), (0, 0));
+    check_eq!(registry::count(), 0);
+    check_eq!(module_refs(), refs);
+    // The persistent API missing (MIG, vGPU): the persistent client declines.
+    mock::set_persistent_supported(false);
+    check!(CoreMr::acquire(&client::NV_MEM_PERSISTENT_EX, MR_ADDR, MR_SIZE).is_none());
+    check_eq!(module_refs(), refs);
+}
+
+/// Acquires and pins an MR of `table`, expecting success.
+fn pinned_mr(table: &'static ClientTable) -> Option<CoreMr> {
+    let mr = CoreMr::acquire(table, MR_ADDR, MR_SIZE);
+    check!(mr.is_some());
+    let mut mr = mr?;
+    check_eq!(mr.get_pages(MR_ADDR, MR_SIZE, 42), 0);
+    Some(mr)
+}
+
+fn refusals_release_everything() {
+    let table = &client::NV_MEM_INVALIDATING_EX;
+    let refs = module_refs();
+    let Some(_core) = register(table, true) else {
+        return;
+    };
+    let dev = TestPciDevice::get();
+    let einval = -(bindings::EINVAL as c_int);
+    // 4 KiB and 128 KiB GPU pages, an incompatible page table version.
+    for (page_size, pt_version) in [
+        (0, sys::NVIDIA_P2P_PAGE_TABLE_VERSION),
+        (2, sys::NVIDIA_P2P_PAGE_TABLE_VERSION),
+        (1, 0x0002_0002),
+        (1, 0x0001_0001),
+    ] {
+        mock::reset(1 << 20);
+        mock::set_format(page_size, pt_version, sys::NVIDIA_P2P_DMA_MAPPING_VERSION);
+        let Some(mut mr) = CoreMr::acquire(table, MR_ADDR, MR_SIZE) else {
+            check!(false);
+            return;
+        };
+        check_eq!(mr.get_pages(MR_ADDR, MR_SIZE, 1), einval);
+        check_eq!(mock::live(), (0, 0));
+        mr.release();
+    }
+    // A newer minor version is fine.
+    mock::reset(1 << 20);
+    mock::set_format(1, 0x0001_0009, 0x0002_0009);
+    if let Some(mut mr) = pinned_mr(table) {
+        check_eq!(mr.dma_map(dev.0).0, 0);
+        check_eq!(mr.dma_unmap(), 0);
+        mr.put_pages();
+        mr.release();
+    }
+    // An incompatible mapping: refused, unmapped, SG head untouched.
+    for map_version in [0x0003_0003, 0x0002_0002] {
+        mock::reset(1 << 20);
+        mock::set_format(1, sys::NVIDIA_P2P_PAGE_TABLE_VERSION, map_version);
+        let Some(mut mr) = pinned_mr(table) else {
+            return;
+        };
+        check_eq!(mr.dma_map(dev.0).0, einval);
+        check!(mr.sg.sgl.is_null() && mr.sg.nents == 0);
+        check_eq!(mock::live(), (1, 0));
+        mr.put_pages();
+        check_eq!(mock::live(), (0, 0));
+        mr.release();
+    }
+    // Provider failures: dma_map, get_pages after a good probe.
+    mock::reset(1 << 20);
+    let Some(mut mr) = pinned_mr(table) else {
+        return;
+    };
+    mock::fail_once(FailOp::DmaMap, -(bindings::EIO as c_int));
+    check_eq!(mr.dma_map(dev.0).0, -(bindings::EIO as c_int));
+    check_eq!(mock::live(), (1, 0));
+    // A DMA device that is not PCI (null here) is refused.
+    check_eq!(mr.dma_map(ptr::null_mut()).0, einval);
+    mr.put_pages();
+    mr.release();
+    mock::reset(1 << 20);
+    mock::fail_once(FailOp::GetPages(2), -(bindings::ENOMEM as c_int));
+    if let Some(mut mr) = CoreMr::acquire(table, MR_ADDR, MR_SIZE) {
+        check_eq!(
+            mr.get_pages(MR_ADDR, MR_SIZE, 1),
+            -(bindings::ENOMEM as c_int)
+        );
+        check_eq!(mock::live(), (0, 0));
+        mr.release();
+    } else {
+        check!(false);
+    }
+    // get_pages for another range than acquired is refused.
+    mock::reset(1 << 20);
+    if let Some(mut mr) = CoreMr::acquire(table, MR_ADDR, MR_SIZE) {
+        check_eq!(mr.get_pages(MR_ADDR + 0x10_0000, MR_SIZE, 1), einval);
+        mr.release();
+    }
+    check_eq!(mock::live(), (0, 0));
+    check_eq!(registry::count(), 0);
+    check_eq!(module_refs(), refs);
+}
+
+fn failed_unpin_is_retried_at_release() {
+    for (table, invalidating) in [
+        (&client::NV_MEM_INVALIDATING_EX, true),
+        (&client::NV_MEM_PERSISTENT_EX, false),
+    ] {
+        mock::reset(1 << 20);
+        let refs = module_refs();
+        let Some(_core) = register(table, invalidating) else {
+            return;
+        };
+        let dev = TestPciDevice::get();
+        let Some(mut mr) = pinned_mr(table) else {
+            return;
+        };
+        check_eq!(mr.dma_map(dev.0).0, 0);
+        check_eq!(mr.dma_unmap(), 0);
+        mock::fail_once(FailOp::PutPages, -(bindings::EIO as c_int));
+        mr.put_pages();
+        check_eq!(mock::live(), (1, 0));
+        mr.release();
+        check_eq!(mock::live(), (0, 0));
+        check_eq!(module_refs(), refs);
+    }
+}
+
+/// Maps an MR of the invalidating client, lets the mock core behave as
+/// `mode`, frees the memory, and checks what the client did.
+fn invalidation(mode: CoreMode) {
+    let table = &client::NV_MEM_INVALIDATING_EX;
+    mock::reset(1 << 20);
+    let refs = module_refs();
+    let Some(_core) = register(table, true) else {
+        return;
+    };
+    let dev = TestPciDevice::get();
+    let Some(mut mr) = pinned_mr(table) else {
+        return;
+    };
+    check_eq!(mr.dma_map(dev.0).0, 0);
+    mock::set_core(mode, &raw const table.ex().client, mr.context);
+    let before = mock::calls();
+
+    check_eq!(mock::cuda_free(), 1);
+    let after = mock::calls();
+    check_eq!(after.invalidate, before.invalidate + 1);
+    check_eq!(after.last_ticket, 42);
+    // Unmapped and unpinned by freeing the dead objects, never by the
+    // unmap/put calls (also when the core called back from inside).
+    check_eq!(after.dma_unmap, before.dma_unmap);
+    check_eq!(after.put_pages, before.put_pages);
+    check_eq!(after.free_dma_mapping, before.free_dma_mapping + 1);
+    check_eq!(after.free_page_table, before.free_page_table + 1);
+    check_eq!(mock::live(), (0, 0));
+
+    if mode == CoreMode::ReleasesInside {
+        // The core released during the callback; the callback's own
+        // reference kept the registration alive until it returned.
+        check_eq!(registry::count(), 0);
+        check_eq!(module_refs(), refs);
+        return;
+    }
+    // Deregistration after the invalidation: unmap/put are no-ops.
+    check_eq!(mr.dma_unmap(), 0);
+    mr.put_pages();
+    let end = mock::calls();
+    check_eq!(end.dma_unmap, after.dma_unmap);
+    check_eq!(end.put_pages, after.put_pages);
+    mr.release();
+    check_eq!(registry::count(), 0);
+    check_eq!(module_refs(), refs);
+}
+
+fn invalidation_with_invalidate_unmaps() {
+    invalidation(CoreMode::Unmaps);
+}
+
+fn invalidation_core_calls_back_inside() {
+    invalidation(CoreMode::CallsBack);
+}
+
+fn release_during_invalidation() {
+    invalidation(CoreMode::ReleasesInside);
+}
+
+fn freed_while_pinning() {
+    let table = &client::NV_MEM_INVALIDATING_EX;
+    mock::reset(1 << 20);
+    let refs = module_refs();
+    let Some(_core) = register(table, true) else {
+        return;
+    };
+    let Some(mut mr) = CoreMr::acquire(table, MR_ADDR, MR_SIZE) else {
+        check!(false);
+        return;
+    };
+    // The memory dies right after the pin, before get_pages returns.
+    mock::set_fire_on_pin(true);
+    check_eq!(
+        mr.get_pages(MR_ADDR, MR_SIZE, 3),
+        -(bindings::EFAULT as c_int)
+    );
+    mock::set_fire_on_pin(false);
+    check_eq!(mock::live(), (0, 0));
+    // Not a registration the core knew: no invalidation through the core.
+    check_eq!(mock::calls().invalidate, 0);
+    mr.put_pages();
+    mr.release();
+    check_eq!(module_refs(), refs);
+    // Freed while acquire probed it: not ours.
+    mock::reset(1 << 20);
+    mock::set_fire_on_pin(true);
+    check!(CoreMr::acquire(table, MR_ADDR, MR_SIZE).is_none());
+    check_eq!(mock::live(), (0, 0));
+    check_eq!(module_refs(), refs);
+}
+
+fn core_registration_and_unregistration() {
+    mock::reset(0);
+    let before = mock::registered_clients();
+    {
+        let a = register(&client::NV_MEM_INVALIDATING_EX, true);
+        check!(INVALIDATION.is_ready());
+        let b = register(&client::NV_MEM_NC_EX, false);
+        check_eq!(mock::registered_clients(), before + 2);
+        drop(b);
+        drop(a);
+    }
+    check_eq!(mock::registered_clients(), before);
+    check!(!INVALIDATION.is_ready());
+    mock::reset(0);
+}
+
+/// A small text buffer for formatting checks.
+struct Text {
+    buf: [u8; 256],
+    len: usize,
+}
+
+impl Text {
+    fn new() -> Self {
+        Self {
+            buf: [0; 256],
+            len: 0,
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+
+    fn contains(&self, needle: &str) -> bool {
+        self.as_str().contains(needle)
+    }
+}
+
+impl core::fmt::Write for Text {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let end = self.len + s.len();
+        if end > self.buf.len() {
+            return Err(core::fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+fn debugfs_lines_and_counters() {
+    use crate::stats::{self, ErrorKind, STATS};
+    // The parameters as loaded (defaults in this module) are valid.
+    check!(
+        Config::from_params()
+            == Ok(Config {
+                abi: PeerDirectAbi::Extended,
+                clients: ClientSet::PersistentOnly,
+                coalesce_sg: false,
+            })
+    );
+    let table = &client::NV_MEM_INVALIDATING_EX;
+    mock::reset(1 << 20);
+    mock::set_dma_stride(2 * K64);
+    let Some(_core) = register(table, true) else {
+        return;
+    };
+    let dev = TestPciDevice::get();
+    let Some(mut mr) = pinned_mr(table) else {
+        return;
+    };
+    let line = |registry_state: &str| {
+        let entries = registry::lock();
+        let mut text = Text::new();
+        let ok = entries.iter().all(|r| r.describe(&mut text).is_ok());
+        check!(ok);
+        check_eq!(entries.len(), 1);
+        let range = "[0x900000000000, 0x900000050000) pages=5";
+        check!(text.contains(range));
+        check!(text.contains(registry_state));
+        check!(text.contains("invalidating"));
+    };
+    line("sg_entries=0 state=pinned");
+    check_eq!(mr.dma_map(dev.0).0, 0);
+    line("sg_entries=5 state=mapped");
+    // The SG entries follow the provider's (non-contiguous) DMA addresses.
+    let mut entries = [(0u64, 0u32); 8];
+    check_eq!(mr.entries(&mut entries), 5);
+    check_eq!(entries[1].0, DMA_BASE + 2 * K64);
+    check_eq!(entries[4].0, DMA_BASE + 8 * K64);
+    let invalidations = stats::get(&STATS.invalidations);
+    mock::set_core(CoreMode::Unmaps, &raw const table.ex().client, mr.context);
+    check_eq!(mock::cuda_free(), 1);
+    line("state=invalidated");
+    check_eq!(stats::get(&STATS.invalidations), invalidations + 1);
+    let errors = STATS.errors(ErrorKind::PageSize);
+    STATS.error(ErrorKind::PageSize);
+    check_eq!(STATS.errors(ErrorKind::PageSize), errors + 1);
+    check_eq!(ErrorKind::PageSize.name(), "page_size");
+    mr.put_pages();
+    mr.release();
+    mock::reset(0);
+}
+
 kunit_suite!(
     "nvidia_peermem_rs",
     [
         range_aligns_outward,
         range_rejects_empty_and_overflow,
         params_validate,
+        client_tables_per_mode,
+        client_selection_per_params,
+        sg_one_entry_per_page,
+        sg_coalescing,
+        sg_table_build,
+        core_registration_and_unregistration,
+        registration_lifecycle_invalidating,
+        registration_lifecycle_persistent,
+        acquire_declines_non_gpu_memory,
+        refusals_release_everything,
+        failed_unpin_is_retried_at_release,
+        invalidation_with_invalidate_unmaps,
+        invalidation_core_calls_back_inside,
+        release_during_invalidation,
+        freed_while_pinning,
+        debugfs_lines_and_counters,
     ]
 );

@@ -6,14 +6,17 @@
 . /scenarios/lib.sh
 . /scenarios/module_lib.sh "$@"
 
-info=$(modinfo nvidia_peermem_rs 2>/dev/null || modinfo "$(mod_path nvidia_peermem_rs)")
+ko=$(mod_path nvidia_peermem_rs)
 for key in description author license version; do
-	echo "$info" | grep -q "^$key: *[^ ]" || fail "modinfo has no $key ($info)"
+	v=$(modinfo -F $key "$ko")
+	[ -n "$v" ] || fail "modinfo has no $key"
 done
-echo "$info" | grep -q "^license: *GPL" || fail "license is not GPL"
-for p in peerdirect_support persistent_api_support; do
-	echo "$info" | grep -q "^parm: *$p:[^ ]" || fail "modinfo: no description of $p"
-	echo "$info" | grep -q "^parmtype: *$p:int" || fail "modinfo: $p is not typed int"
+[ "$(modinfo -F license "$ko")" = GPL ] || fail "license is '$(modinfo -F license "$ko")', want GPL"
+parms=$(modinfo -F parm "$ko")
+types=$(modinfo -F parmtype "$ko")
+for p in peerdirect_support persistent_api_support coalesce_sg; do
+	echo "$parms" | grep -q "^$p:..*" || fail "modinfo: no description of $p ($parms)"
+	echo "$types" | grep -qx "$p:int" || fail "modinfo: $p is not typed int ($types)"
 done
 
 load_sim_stack generation="$generation"
