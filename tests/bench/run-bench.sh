@@ -44,21 +44,7 @@ if [ "$(cd "$(dirname "$suite")" && pwd)" != "$repo/tests/bench" ]; then
 fi
 tests/vm/mkinitramfs.sh "$work/initramfs.cpio.gz" "$kdir" >&2
 
-# what the figures were measured on
-{
-	printf '{"date":"%s","git":"%s","profile":"%s","suite":"%s",' \
-		"$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
-		"$profile" "$name"
-	printf '"host_cpus":%s,"host_load_before":"%s","qemu":"%s",' \
-		"$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" \
-		"$(qemu-system-x86_64 --version | head -n 1 | tr -d '"')"
-	printf '"vm":"q35 TCG, 2 vCPUs, %s MiB","kernel":"%s","kernel_debug":"%s"}\n' \
-		"$(sed -n 's/^memory[[:space:]]*\([0-9]*\).*/\1/p' "$suite" | head -n 1)" \
-		"$(cat "$kdir/include/config/kernel.release")" \
-		"$(grep -E '^CONFIG_(KASAN|PROVE_LOCKING|DEBUG_KMEMLEAK|FAILSLAB)=y' "$kdir/.config" |
-			sed 's/^CONFIG_//; s/=y//' | tr '\n' ' ' | sed 's/ $//')"
-} > "$out/meta.json"
-
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "bench: booting suite $name (takes minutes: TCG)" >&2
 start=$(date +%s)
 set +e
@@ -66,6 +52,22 @@ tests/vm/run-suite.sh "$suite" "$work/initramfs.cpio.gz" "$kdir" "$out" >&2
 suite_rc=$?
 set -e
 echo "bench: VM done in $(( $(date +%s) - start ))s (suite verdict rc $suite_rc)" >&2
+
+# what the figures were measured on
+{
+	printf '{"date":"%s","git":"%s","profile":"%s","suite":"%s",' \
+		"$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+		"$profile" "$name"
+	printf '"host_cpus":%s,"host_load_before":"%s","host_load_after":"%s","qemu":"%s",' \
+		"$(nproc)" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" \
+		"$(qemu-system-x86_64 --version | head -n 1 | tr -d '"')"
+	printf '"vm":"q35 TCG, 2 vCPUs, %s MiB","kernel":"%s","kernel_debug":"%s"}\n' \
+		"$(sed -n 's/^memory[[:space:]]*\([0-9]*\).*/\1/p' "$suite" | head -n 1)" \
+		"$(cat "$kdir/include/config/kernel.release")" \
+		"$(grep -E '^CONFIG_(KASAN|PROVE_LOCKING|DEBUG_SPINLOCK|DMA_API_DEBUG|DEBUG_KMEMLEAK|FAILSLAB)=y' "$kdir/.config" |
+			sed 's/^CONFIG_//; s/=y//' | tr '\n' ' ' | sed 's/ $//')"
+} > "$out/meta.json"
+
 
 log="$out/$name/console.log"
 tr -d '\r' < "$log" | grep -o 'BENCH-RESULT {.*' > "$out/raw.jsonl" || true

@@ -1,80 +1,89 @@
 #!/bin/sh
 # shellcheck shell=sh
-# In-VM benchmarks of one peer-memory client (make bench; tests/bench).
-#   bench.sh client=rust|ref [mode=persistent|invalidating]
+# In-VM benchmarks of peer-memory clients (make bench; tests/bench/README.md).
+#   bench.sh [mode=persistent|invalidating] [clients=rust,ref]
 #            [what=cycle,invalidate,throughput,memory] [profile=full|quick]
-#            [PARAM=VALUE ...]   extra module parameters of the Rust client
-# Loads the simulated stack and the client, runs `simtest bench ...` for each
-# figure (each prints one `BENCH-RESULT {json}` line the host collects) and
-# passes when every bench ran and nothing leaked. It never judges a time.
+#            [rounds=N]
+# A client is `rust`, `ref`, or `rust+PARAM=VALUE[+...]` (the Rust module
+# with extra parameters, e.g. rust+coalesce_sg=1). The clients take turns,
+# one loaded at a time, for `rounds` rounds (ABBA order, so that a drift of
+# the host's speed during the run weighs on each client alike); each round
+# runs its share of the iterations. Every `simtest bench` prints one
+# `BENCH-RESULT {json}` line the host collects and pools by label. The
+# scenario passes when every bench ran and nothing leaked; it never judges
+# a time.
 . /scenarios/lib.sh
 
-client=rust
 mode=persistent
+clients=rust,ref
 what=cycle,invalidate,throughput,memory
 profile=full
-extra=
+rounds=
 for kv in "$@"; do
 	case $kv in
-	client=*) client=${kv#client=} ;;
 	mode=*) mode=${kv#mode=} ;;
+	clients=*) clients=${kv#clients=} ;;
 	what=*) what=${kv#what=} ;;
 	profile=*) profile=${kv#profile=} ;;
-	*=*) extra="$extra $kv" ;;
+	rounds=*) rounds=${kv#rounds=} ;;
 	*) fail "bad argument $kv" ;;
 	esac
 done
+case $mode in persistent | invalidating) ;; *) fail "unknown mode $mode" ;; esac
 
-case $client in
-rust)
-	mod=nvidia_peermem_rs
-	case $mode in
-	persistent) params="persistent_api_support=1" ;;
-	invalidating) params="persistent_api_support=0" ;;
-	*) fail "unknown mode $mode" ;;
-	esac
-	params="$params$extra"
-	;;
-ref)
-	mod=peermem_refclient
-	[ -z "$extra" ] || fail "module parameters$extra are for client=rust"
-	case $mode in
-	persistent) params="name=nv_mem persistent=1" ;;
-	invalidating) params="name=nv_mem abi=ex ex_flags=1" ;;
-	*) fail "unknown mode $mode" ;;
-	esac
-	;;
-*) fail "unknown client $client (rust or ref)" ;;
-esac
-label="$client/$mode$(echo "$extra" | tr ' ' '+')"
-
-# Per profile: iterations for each size. Scale mode (64 KiB GPU pages
-# aliasing 256 backing pages = 16 MiB) for 1 GiB and 16 GiB.
+# Per round, SIZE:ITERATIONS. Every size runs in the provider's scale mode:
+# at most 256 backing chunks of 64 KiB, which the GPU pages of larger
+# allocations alias (so 1 GiB and 16 GiB fit the VM, and the provider's
+# own DMA mapping work stays the same from 16 MiB up); page tables, DMA
+# address arrays and SG tables are full size.
 scale=256
 if [ "$profile" = quick ]; then
-	cycle_runs="64K:5 2M:5 64M:2 1G:2:s 16G:1:s"
+	: "${rounds:=1}"
+	cycle_runs="64K:5 2M:5 64M:2 1G:2 16G:1"
 	inval_runs="64K:3 2M:3"
-	mem_runs="64K:8 2M:4 1G:1:s"
+	mem_runs="64K:8 2M:4 1G:1"
 	threads="1 2"
 	tp_ms=300
-	tp_reps=1
 else
-	cycle_runs="64K:30 2M:30 64M:10 1G:5:s 16G:3:s"
-	inval_runs="64K:20 2M:20 64M:5"
-	mem_runs="64K:64 2M:32 64M:8 1G:2:s 16G:1:s"
+	: "${rounds:=5}"
+	cycle_runs="64K:10 2M:10 64M:4 1G:3 16G:2"
+	inval_runs="64K:6 2M:6 64M:2"
+	mem_runs="64K:32 2M:16 64M:4 1G:2 16G:1"
 	threads="1 2 4 8"
 	tp_ms=1000
-	tp_reps=3
 fi
 
 if ! [ -e /sys/kernel/tracing/trace ]; then
 	mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
 fi
 
-load_sim_stack generation=modern
-# shellcheck disable=SC2086
-load $mod $params
-log "client $mod $params ($label), profile $profile"
+# client_setup SPEC: sets mod, params and label for client SPEC.
+client_setup() {
+	_name=${1%%+*}
+	_extra=
+	case $1 in *+*) _extra=$(echo "${1#*+}" | tr '+' ' ') ;; esac
+	case $_name in
+	rust)
+		mod=nvidia_peermem_rs
+		case $mode in
+		persistent) params="persistent_api_support=1" ;;
+		invalidating) params="persistent_api_support=0" ;;
+		esac
+		params="$params $_extra"
+		;;
+	ref)
+		mod=peermem_refclient
+		[ -z "$_extra" ] || fail "module parameters ($_extra) are for the Rust client"
+		case $mode in
+		persistent) params="name=nv_mem persistent=1" ;;
+		invalidating) params="name=nv_mem abi=ex ex_flags=1" ;;
+		esac
+		;;
+	*) fail "unknown client $1 (rust, ref or rust+PARAM=VALUE)" ;;
+	esac
+	label="$_name/$mode"
+	[ -z "$_extra" ] || label="$label+$(echo "$_extra" | tr ' ' '+')"
+}
 
 ran=0
 failed=0
@@ -86,18 +95,16 @@ bench() {
 	echo "$_out" | grep '^BENCH-RESULT ' || true
 	if [ $_rc -ne 0 ] || ! echo "$_out" | grep -q '^BENCH-RESULT '; then
 		failed=$((failed + 1))
-		log "simtest bench $* failed (rc $_rc): $(echo "$_out" | tail -n 1) $(tail -n 3 /tmp/bench.err)"
+		log "simtest bench $* ($label) failed (rc $_rc): $(echo "$_out" | tail -n 1) $(tail -n 3 /tmp/bench.err)"
 	fi
 	ran=$((ran + 1))
 }
 
-# RUN is SIZE:N[:s]: the size, a count, and "s" for scale mode.
+# run_split SIZE:N: sets _size, _n and _scale.
 run_split() {
 	_size=${1%%:*}
-	_rest=${1#*:}
-	_n=${_rest%%:*}
-	_scale=0
-	case $_rest in *:s) _scale=$scale ;; esac
+	_n=${1#*:}
+	_scale=$scale
 }
 
 has() {
@@ -105,33 +112,55 @@ has() {
 	return 1
 }
 
-if has cycle; then
-	for r in $cycle_runs; do
-		run_split "$r"
-		bench cycle "$_size" --iters "$_n" --warmup 1 --scale "$_scale"
-	done
-fi
-if has invalidate && [ "$mode" = invalidating ]; then
-	for r in $inval_runs; do
-		run_split "$r"
-		bench invalidate "$_size" --iters "$_n" --scale "$_scale"
-	done
-fi
-if has throughput; then
-	for t in $threads; do
-		bench throughput 64K --threads "$t" --ms "$tp_ms" --reps "$tp_reps"
-	done
-fi
-if has memory; then
-	for r in $mem_runs; do
-		run_split "$r"
-		bench memory "$_size" --live "$_n" --scale "$_scale" --client-module "$mod"
-	done
-fi
+# one_round SPEC ROUND: load client SPEC, run this round's share, unload.
+one_round() {
+	client_setup "$1"
+	# shellcheck disable=SC2086
+	load $mod $params
+	log "round $2: $mod $params ($label)"
+	if has cycle; then
+		for r in $cycle_runs; do
+			run_split "$r"
+			bench cycle "$_size" --iters "$_n" --warmup 1 --scale "$_scale"
+		done
+	fi
+	if has invalidate && [ "$mode" = invalidating ]; then
+		for r in $inval_runs; do
+			run_split "$r"
+			bench invalidate "$_size" --iters "$_n" --scale "$_scale"
+		done
+	fi
+	if has throughput; then
+		for t in $threads; do
+			bench throughput 64K --threads "$t" --ms "$tp_ms" --reps 1 --scale "$scale"
+		done
+	fi
+	# memory is deterministic: measured once, in the first round
+	if has memory && [ "$2" = 1 ]; then
+		for r in $mem_runs; do
+			run_split "$r"
+			bench memory "$_size" --live "$_n" --scale "$_scale" --client-module "$mod"
+		done
+	fi
+	unload "$mod"
+}
 
-unload "$mod"
+load_sim_stack generation=modern
+forward=$(echo "$clients" | tr ',' ' ')
+backward=
+for c in $forward; do backward="$c $backward"; done
+round=1
+while [ "$round" -le "$rounds" ]; do
+	order=$forward
+	[ $((round % 2)) = 0 ] && order=$backward
+	for c in $order; do
+		one_round "$c" "$round"
+	done
+	round=$((round + 1))
+done
+
 leaks=$(simtest leak-check | sed -n 's/.*leaks=\([0-9]*\).*/\1/p')
 unload_sim_stack
 [ "${leaks:-1}" = 0 ] || fail "the simulated stack reports leaks after the bench" benches=$ran leaks="$leaks"
 [ $failed = 0 ] || fail "$failed of $ran benches failed" benches=$ran
-pass benches=$ran
+pass benches=$ran rounds="$rounds"

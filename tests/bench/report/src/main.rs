@@ -58,6 +58,20 @@ fn main() -> ExitCode {
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or(serde_json::Value::Null);
 
+    if let Some(m) = meta.as_object() {
+        let get = |k: &str| m.get(k).and_then(|v| v.as_str()).unwrap_or("?").to_string();
+        println!(
+            "Measured {} at {} ({} profile), kernel {} [{}], host load {} before / {} after on {} CPUs.",
+            get("date"),
+            get("git"),
+            get("profile"),
+            get("kernel"),
+            get("kernel_debug"),
+            get("host_load_before"),
+            get("host_load_after"),
+            m.get("host_cpus").map_or("?".into(), |v| v.to_string()),
+        );
+    }
     print!("{}", table::render(&a));
 
     let out = PathBuf::from(out);

@@ -92,6 +92,8 @@ pub struct Results {
     pub throughputs: Vec<Throughput>,
     pub memory: Vec<Memory>,
     /// Lines that were not a result we know (garbled by console output).
+    /// Results of the same bench (label, size, threads) from several rounds
+    /// are pooled: their samples are appended.
     pub skipped: Vec<String>,
 }
 
@@ -144,28 +146,61 @@ impl Results {
                         samples.as_array()?.iter().map(Value::as_f64).collect();
                     phases.insert(name.clone(), s?);
                 }
-                self.cycles.push(Cycle {
+                let c = Cycle {
                     head: h,
                     sg_entries: u(&v, "sg_entries")?,
                     reg_ns: floats(&v, "reg_ns")?,
                     dereg_ns: floats(&v, "dereg_ns")?,
                     client_ns: floats(&v, "client_ns")?,
                     phases,
-                });
+                };
+                match self.cycles.iter_mut().find(|x| x.head == c.head) {
+                    Some(x) => {
+                        x.reg_ns.extend(c.reg_ns);
+                        x.dereg_ns.extend(c.dereg_ns);
+                        x.client_ns.extend(c.client_ns);
+                        for (p, s) in c.phases {
+                            x.phases.entry(p).or_default().extend(s);
+                        }
+                    }
+                    None => self.cycles.push(c),
+                }
             }
-            "invalidate" => self.invalidations.push(Invalidate {
-                head: h,
-                iters: u(&v, "iters")?,
-                callbacks: u(&v, "callbacks")?,
-                mrs_invalidated: u(&v, "mrs_invalidated")?,
-                callback_ns: floats(&v, "callback_ns")?,
-                free_ns: floats(&v, "free_ns")?,
-            }),
-            "throughput" => self.throughputs.push(Throughput {
-                head: h,
-                threads: u(&v, "threads")?,
-                cycles_per_s: floats(&v, "cycles_per_s")?,
-            }),
+            "invalidate" => {
+                let i = Invalidate {
+                    head: h,
+                    iters: u(&v, "iters")?,
+                    callbacks: u(&v, "callbacks")?,
+                    mrs_invalidated: u(&v, "mrs_invalidated")?,
+                    callback_ns: floats(&v, "callback_ns")?,
+                    free_ns: floats(&v, "free_ns")?,
+                };
+                match self.invalidations.iter_mut().find(|x| x.head == i.head) {
+                    Some(x) => {
+                        x.iters += i.iters;
+                        x.callbacks += i.callbacks;
+                        x.mrs_invalidated += i.mrs_invalidated;
+                        x.callback_ns.extend(i.callback_ns);
+                        x.free_ns.extend(i.free_ns);
+                    }
+                    None => self.invalidations.push(i),
+                }
+            }
+            "throughput" => {
+                let t = Throughput {
+                    head: h,
+                    threads: u(&v, "threads")?,
+                    cycles_per_s: floats(&v, "cycles_per_s")?,
+                };
+                match self
+                    .throughputs
+                    .iter_mut()
+                    .find(|x| x.head == t.head && x.threads == t.threads)
+                {
+                    Some(x) => x.cycles_per_s.extend(t.cycles_per_s),
+                    None => self.throughputs.push(t),
+                }
+            }
             "memory" => {
                 let mut owners = BTreeMap::new();
                 for (o, m) in v.get("owners")?.as_object()? {
@@ -244,6 +279,15 @@ BENCH-RESULT {"kind":"cycle","label":"rust/persi[   12.3] printk
         assert_eq!(r.memory[0].owners["client"].bytes_per_reg, 200);
         assert_eq!(r.skipped.len(), 1);
         assert_eq!(r.labels(), vec!["rust/persistent", "ref/invalidating"]);
+    }
+
+    #[test]
+    fn pools_rounds() {
+        let line = r#"BENCH-RESULT {"kind":"cycle","label":"rust/persistent","size":65536,"gpu_pages":1,"scale":0,"sg_entries":1,"reg_ns":[10],"dereg_ns":[5],"client_ns":[8],"phases":{"acquire":[1]}}"#;
+        let r = Results::parse(&format!("{line}\n{line}\n"));
+        assert_eq!(r.cycles.len(), 1);
+        assert_eq!(r.cycles[0].client_ns, vec![8.0, 8.0]);
+        assert_eq!(r.cycles[0].phases["acquire"], vec![1.0, 1.0]);
     }
 
     #[test]

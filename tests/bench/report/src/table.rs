@@ -97,7 +97,11 @@ pub fn render(a: &Analysis) -> String {
                 Some(x) => (format!("x{:.2}", x.ratio), pct(x.overhead)),
                 None => ("".into(), "".into()),
             };
-            let scale = if c.scale > 0 { "*" } else { "" };
+            let scale = if c.scale > 0 && c.pages > c.scale {
+                "*"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 w,
                 "{:<34} {:>5} {:>7} {:>6} {:>16} {:>16} {:>12} {:>8} {:>8}",
@@ -114,7 +118,7 @@ pub fn render(a: &Analysis) -> String {
         }
         let _ = writeln!(
             w,
-            "(* scale mode: the provider backs the GPU pages with 256 aliased 64 KiB chunks)"
+            "(* the provider's scale mode: these GPU pages alias its 256 backing chunks of 64 KiB)"
         );
 
         let _ = writeln!(w, "\n== Per phase (medians)");
