@@ -43,7 +43,7 @@ pub fn run(inp: &Inputs) -> Vec<Check> {
     let r = &inp.root;
     let gpus = pci::gpus(r);
     let nics = rdma_nics(r);
-    vec![
+    let mut checks = vec![
         nvidia_driver(r, &gpus),
         peer_memory_client(r),
         nccl_detection(r),
@@ -56,7 +56,15 @@ pub fn run(inp: &Inputs) -> Vec<Check> {
         bar1(r, &gpus),
         gpu_attributes(inp.cuda.as_ref()),
         kernel_log(r),
-    ]
+    ];
+    if r.exists(peermem_sim::uapi::PEERMEM_SIM_DEVICE) {
+        checks.push(Check::pass(
+            "simulated_stack",
+            "Simulated stack (test VM)",
+            "/dev/peermem_sim is present: the GPU and NIC here are simulated; prove the data path with validate --backend sim",
+        ));
+    }
+    checks
 }
 
 /// The loaded peer-memory client modules.
@@ -549,7 +557,7 @@ fn bar1(r: &SysRoot, gpus: &[PciDevice]) -> Check {
     let mut small = Vec::new();
     let mut list = Vec::new();
     for g in gpus {
-        match pci::bar_size(r, &g.bdf, 1) {
+        match pci::gpu_bar1(r, &g.bdf) {
             Some(s) => {
                 words.push(format!("{} {}", g.bdf, human_bytes(s)));
                 if s < BAR1_SMALL {

@@ -204,6 +204,13 @@ pub fn bar_size(root: &SysRoot, bdf: &str, index: usize) -> Option<u64> {
     (end > start).then(|| end - start + 1)
 }
 
+/// NVIDIA's "BAR1" (the aperture GPU memory is exposed through): the
+/// second memory BAR present. Its resource index depends on whether BAR0 is
+/// 64-bit (index 1 when BAR0 is 32-bit, 2 when it is 64-bit).
+pub fn gpu_bar1(root: &SysRoot, bdf: &str) -> Option<u64> {
+    (0..6).filter_map(|i| bar_size(root, bdf, i)).nth(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,6 +289,29 @@ mod tests {
             cfg[o + 6..o + 8].copy_from_slice(&ctl.to_le_bytes());
         }
         cfg
+    }
+
+    #[test]
+    fn bar1_is_the_second_memory_bar() {
+        // A 64-bit BAR0 (registers) takes resource0 and 1: BAR1 is then
+        // resource2, as on an H200 in a VM. sysfs sizes resourceN to its BAR.
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("sys/bus/pci/devices/0000:00:06.0");
+        std::fs::create_dir_all(&d).unwrap();
+        for (n, size) in [
+            ("resource0", 16u64 << 20),
+            ("resource2", 256 << 30),
+            ("resource4", 32 << 20),
+        ] {
+            std::fs::File::create(d.join(n))
+                .unwrap()
+                .set_len(size)
+                .unwrap();
+        }
+        let root = SysRoot::new(dir.path());
+        assert_eq!(gpu_bar1(&root, "0000:00:06.0"), Some(256 << 30));
+        assert_eq!(bar_size(&root, "0000:00:06.0", 1), None);
+        assert_eq!(gpu_bar1(&root, "0000:00:07.0"), None);
     }
 
     #[test]
