@@ -28,18 +28,19 @@ fi
 grep -q "pages=5 sg_entries=$sg state=mapped" $PM_DEBUGFS/registrations ||
 	fail "debugfs: $(cat $PM_DEBUGFS/registrations)"
 [ "$(pm_stat pinned_bytes)" = $((5 * 65536)) ] || fail "pinned_bytes $(pm_stat pinned_bytes), want $((5 * 65536))"
-# The GPU holds seed:11 (offsets from va); the HCA reads it, writes a new
-# pattern (offsets from the MR's start), and so on, with each engine.
-want=11
-base=$off
-for engine in edu cpu; do
-	sim hca-check "$mr" 0 $len seed:$want $engine $base
-	next=$((want + 10))
-	sim hca-write "$mr" 0 $len seed:$next $engine
-	sim gpu-check $((va + off)) $len seed:$next
-	want=$next
-	base=0
-done
+# CPU engine over the whole MR: the HCA reads what the GPU holds (seed:11,
+# offsets from va), writes seed:21 (offsets from the MR's start), and the
+# GPU sees it.
+sim hca-check "$mr" 0 $len seed:11 cpu $off
+sim hca-write "$mr" 0 $len seed:21 cpu
+sim gpu-check $((va + off)) $len seed:21
+# edu engine (real emulated PCI DMA, 4 KiB per transfer, slow under TCG)
+# on a 16 KiB window across the boundary of the first two GPU pages.
+woff=$((65536 - off - 8192))
+sim hca-check "$mr" $woff 16K seed:21 edu $woff
+sim hca-write "$mr" $woff 16K seed:31 edu
+sim gpu-check $((va + off + woff)) 16K seed:31
+sim gpu-check $((va + off)) $woff seed:21
 sim mr-query "$mr"
 echo "$out" | grep -q "state=live" || fail "MR not live: $out"
 sim mr-dereg "$mr"
