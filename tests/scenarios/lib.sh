@@ -105,6 +105,7 @@ kmemleak_new() {
 	fi
 	sleep 6
 	echo scan > $_k
+	echo scan > $_k
 	_n=$(grep -c "unreferenced object" $_k)
 	cat $_k >&2
 	echo clear > $_k
