@@ -18,6 +18,7 @@ mod args;
 mod bench;
 mod bench_mem;
 mod cmds;
+mod modload;
 mod race;
 mod rng;
 mod stress;
@@ -95,6 +96,9 @@ Load:
   race A B [--iters N] [--size S] [--jitter-us U] [--seed S]
                                       A, B in: free dereg reg dma query
   hold SIZE SECONDS                   keep one registration live for a while
+  load-module [--fail-nth N] PATH [PARAM=VALUE ...]
+                                      one finit_module(2), no init_module retry
+                                      (busybox insmod retries); no device needed
 Benchmarks (tests/bench; one line BENCH-RESULT {json} of raw samples):
   bench cycle|invalidate|throughput|memory SIZE [...]  (simtest bench for details)
 
@@ -142,6 +146,10 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let rest = &argv[i + 1..];
+    if cmd == "load-module" {
+        // Needs no control device (see modload.rs).
+        return modload::run(rest);
+    }
     if !cmds::known(cmd) {
         eprintln!("simtest: unknown command {cmd:?}\n{USAGE}");
         return ExitCode::from(2);
