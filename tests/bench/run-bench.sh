@@ -6,6 +6,9 @@
 #   RESULTS=DIR             output root (default: <repo>/results)
 #   BENCH_PROFILE=quick     few iterations: a smoke test of the pipeline
 #   BENCH_SUITE=FILE        another suite file (e.g. one adding coalesce_sg=1)
+#   BENCH_CLOCK=icount      (default) QEMU -icount shift=0,sleep=off: guest
+#                           time = 1 ns per emulated instruction, immune to
+#                           the host's load; wall: plain TCG, host time
 #
 # Exit status: 0 when the suite ran green (every bench ran, no splat, no
 # leak) and the report was written; the figures themselves never fail it.
@@ -24,6 +27,15 @@ quick) suite_default=tests/bench/bench-quick.suite ;;
 	;;
 esac
 suite=${BENCH_SUITE:-$suite_default}
+clock=${BENCH_CLOCK:-icount}
+case $clock in
+icount) qemu_extra="-icount shift=0,sleep=off" ;;
+wall) qemu_extra= ;;
+*)
+	echo "run-bench: BENCH_CLOCK must be icount or wall" >&2
+	exit 2
+	;;
+esac
 name=$(basename "$suite" .suite)
 mkdir -p "$out"
 
@@ -44,20 +56,37 @@ if [ "$(cd "$(dirname "$suite")" && pwd)" != "$repo/tests/bench" ]; then
 fi
 tests/vm/mkinitramfs.sh "$work/initramfs.cpio.gz" "$kdir" >&2
 
+# The runner, with the extra QEMU arguments: through its
+# PEERMEM_QEMU_EXTRA hook when it has one (tests/vm/NEEDS-bench.md), else
+# through a copy with them added to its QEMU command line.
+runner=tests/vm/run-suite.sh
+if [ -n "$qemu_extra" ] && ! grep -q PEERMEM_QEMU_EXTRA "$runner"; then
+	mkdir -p "$work/vm"
+	sed "s|^repo=.*|repo=\"$repo\"|; s|-append \"\$cmdline\"|$qemu_extra &|" \
+		"$runner" > "$work/vm/run-suite.sh"
+	chmod +x "$work/vm/run-suite.sh"
+	if grep -q -- "$qemu_extra" "$work/vm/run-suite.sh"; then
+		runner=$work/vm/run-suite.sh
+	else
+		echo "run-bench: cannot add $qemu_extra to $runner: timing by the wall clock" >&2
+		clock=wall
+	fi
+fi
+
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "bench: booting suite $name (takes minutes: TCG)" >&2
+echo "bench: booting suite $name, clock $clock (takes minutes: TCG)" >&2
 start=$(date +%s)
 set +e
-tests/vm/run-suite.sh "$suite" "$work/initramfs.cpio.gz" "$kdir" "$out" >&2
+PEERMEM_QEMU_EXTRA=$qemu_extra "$runner" "$suite" "$work/initramfs.cpio.gz" "$kdir" "$out" >&2
 suite_rc=$?
 set -e
 echo "bench: VM done in $(( $(date +%s) - start ))s (suite verdict rc $suite_rc)" >&2
 
 # what the figures were measured on
 {
-	printf '{"date":"%s","git":"%s","profile":"%s","suite":"%s",' \
+	printf '{"date":"%s","git":"%s","profile":"%s","suite":"%s","clock":"%s",' \
 		"$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
-		"$profile" "$name"
+		"$profile" "$name" "$clock"
 	printf '"host_cpus":%s,"host_load_before":"%s","host_load_after":"%s","qemu":"%s",' \
 		"$(nproc)" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" \
 		"$(qemu-system-x86_64 --version | head -n 1 | tr -d '"')"
