@@ -179,8 +179,12 @@ fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
 /// default knobs, nothing live (what is live is freed).
 pub(crate) fn reset(gpu_len: u64) {
     let old = with(|s| core::mem::replace(s, State::new()));
+    with(|s| {
+        s.gpu_len = gpu_len;
+        // Registrations with the core outlive resets.
+        s.registered = old.registered;
+    });
     drop(old);
-    with(|s| s.gpu_len = gpu_len);
 }
 
 /// Sets the page size type, page table and mapping versions.
@@ -659,5 +663,5 @@ pub(crate) unsafe extern "C" fn ib_register_peer_memory_client(
 /// As [`ib_register_peer_memory_client`].
 #[no_mangle]
 pub(crate) unsafe extern "C" fn ib_unregister_peer_memory_client(_reg_handle: *mut c_void) {
-    with(|s| s.registered -= 1);
+    with(|s| s.registered = s.registered.saturating_sub(1));
 }

@@ -6,17 +6,20 @@
 . /scenarios/lib.sh
 . /scenarios/module_lib.sh "$@"
 
+# The .modinfo strings modinfo shows (read raw: busybox modinfo skips some).
 ko=$(mod_path nvidia_peermem_rs)
+info=$(tr '\0' '\n' <"$ko" | grep -a -v srcversion= |
+	grep -a -o -E '(description|author|license|version|parm|parmtype)=.*')
+field() {
+	echo "$info" | sed -n "s/^$1=//p"
+}
 for key in description author license version; do
-	v=$(modinfo -F $key "$ko")
-	[ -n "$v" ] || fail "modinfo has no $key"
+	[ -n "$(field $key)" ] || fail "modinfo has no $key"
 done
-[ "$(modinfo -F license "$ko")" = GPL ] || fail "license is '$(modinfo -F license "$ko")', want GPL"
-parms=$(modinfo -F parm "$ko")
-types=$(modinfo -F parmtype "$ko")
+[ "$(field license)" = GPL ] || fail "license is '$(field license)', want GPL"
 for p in peerdirect_support persistent_api_support coalesce_sg; do
-	echo "$parms" | grep -q "^$p:..*" || fail "modinfo: no description of $p ($parms)"
-	echo "$types" | grep -qx "$p:int" || fail "modinfo: $p is not typed int ($types)"
+	field parm | grep -q "^$p:..*" || fail "modinfo: no description of $p ($(field parm))"
+	field parmtype | grep -qx "$p:int" || fail "modinfo: $p is not typed int ($(field parmtype))"
 done
 
 load_sim_stack generation="$generation"
