@@ -72,7 +72,8 @@ fn main() -> ExitCode {
             m.get("host_cpus").map_or("?".into(), |v| v.to_string()),
         );
     }
-    print!("{}", table::render(&a));
+    let clock = meta.get("clock").and_then(|v| v.as_str()).unwrap_or("");
+    print!("{}", table::render(&a, clock));
 
     let out = PathBuf::from(out);
     if let Err(e) = std::fs::create_dir_all(&out) {

@@ -59,13 +59,22 @@ fn pct(x: f64) -> String {
     format!("{:+.1}%", 100.0 * x)
 }
 
-pub fn render(a: &Analysis) -> String {
+/// The table; `clock` is how the guest kept time (`icount` or `wall`).
+pub fn render(a: &Analysis, clock: &str) -> String {
     let mut o = String::new();
     let w = &mut o;
+    let clock_note = match clock {
+        "icount" => {
+            "Clock: QEMU -icount shift=0 (guest time = 1 ns per emulated instruction): \
+             times count the instructions executed, whatever the host's load."
+        }
+        "wall" => "Clock: the host's wall clock (plain TCG): times include the host's load.",
+        _ => "Clock: unknown.",
+    };
     let _ = writeln!(
         w,
-        "All times measured in a TCG-emulated VM on a debug kernel (KASAN, lockdep): \
-         compare ratios, not absolute values.\n\
+        "All times measured in a TCG-emulated VM on a debug kernel (KASAN, lockdep, DMA-API \
+         debugging): compare ratios, not absolute values.\n{clock_note}\n\
          Figures are medians; ±N% is half the interquartile range relative to the median."
     );
 
@@ -262,10 +271,11 @@ pub fn render(a: &Analysis) -> String {
             .collect();
         let _ = writeln!(
             w,
-            "linear in pages (log-log slope 1±{LINEAR_TOLERANCE} from {}): {:<34} slope {} {}; marginal per page {}",
+            "linear in pages (marginal cost per page from {} within {:.0}%): {:<34} {} {}; marginal per page {}",
             size_name(LINEAR_MIN_SIZE),
+            100.0 * LINEAR_TOLERANCE,
             l.label,
-            l.slope.map_or("-".into(), |s| format!("{s:.3}")),
+            l.spread.map_or("-".into(), |s| format!("spread {:+.0}%", 100.0 * (s - 1.0))),
             match l.met {
                 Some(true) => "met",
                 Some(false) => "MISSED",

@@ -321,33 +321,41 @@ fn throughput(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     let mut rates = Vec::new();
     let mut totals = Vec::new();
     for _ in 0..reps {
-        let start = Barrier::new(threads + 1);
+        // Each worker times its own loop; the window runs from the first
+        // start to the last end (the main thread may not run in between).
+        let start = Barrier::new(threads);
         let outcome = std::thread::scope(|s| {
             let handles: Vec<_> = bufs
                 .iter()
                 .map(|b| {
                     let start = &start;
                     let va = b.va;
-                    s.spawn(move || -> Result<u64, SimError> {
+                    s.spawn(move || -> Result<(u64, Instant, Instant), SimError> {
                         start.wait();
-                        let deadline = Instant::now() + Duration::from_millis(ms);
+                        let t0 = Instant::now();
+                        let deadline = t0 + Duration::from_millis(ms);
                         let mut n = 0;
                         while Instant::now() < deadline {
                             let mr = dev.mr_reg(va, size, ACCESS_ALL)?;
                             dev.mr_dereg(mr.id)?;
                             n += 1;
                         }
-                        Ok(n)
+                        Ok((n, t0, Instant::now()))
                     })
                 })
                 .collect();
-            start.wait();
-            let t0 = Instant::now();
             let mut total = 0;
+            let mut window: Option<(Instant, Instant)> = None;
             let mut err = None;
             for h in handles {
                 match h.join() {
-                    Ok(Ok(n)) => total += n,
+                    Ok(Ok((n, t0, t1))) => {
+                        total += n;
+                        window = Some(match window {
+                            None => (t0, t1),
+                            Some((a, b)) => (a.min(t0), b.max(t1)),
+                        });
+                    }
                     Ok(Err(e)) => err = Some(e),
                     Err(_) => {
                         err = Some(SimError {
@@ -358,15 +366,15 @@ fn throughput(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
                     }
                 }
             }
-            let elapsed = t0.elapsed();
-            match err {
-                Some(e) => Err(e),
-                None => Ok((total, elapsed)),
+            match (err, window) {
+                (Some(e), _) => Err(e),
+                (None, Some((a, b))) => Ok((total, b - a)),
+                (None, None) => Ok((total, Duration::ZERO)),
             }
         });
         let (total, elapsed) = outcome?;
         totals.push(total);
-        rates.push(total as f64 / elapsed.as_secs_f64());
+        rates.push(total as f64 / elapsed.as_secs_f64().max(1e-9));
     }
     drop(bufs);
     let mut j = header("throughput", &label, size, scale);
