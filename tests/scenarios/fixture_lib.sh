@@ -6,7 +6,9 @@
 # On the way out, whatever happened, unload what the scenario loaded so the
 # next scenario of the suite starts from a clean VM (lib.sh's report kept).
 _fx_cleanup() {
-	for _m in peermem_refclient peermem_refclient2 peermem_sim \
+	# the control device first: it deregisters what is left, so the
+	# clients' unregistration does not block
+	for _m in peermem_sim peermem_refclient peermem_refclient2 \
 		peerdirect_sim nvidia_p2p_sim; do
 		[ -d "/sys/module/$_m" ] && rmmod "$_m" 2>/dev/null
 	done
@@ -107,7 +109,7 @@ dmesg_count() {
 
 # teardown: unload the reference clients and the stack; nothing may remain.
 teardown() {
-	unload peermem_refclient peermem_refclient2
+	unload peermem_sim peermem_refclient peermem_refclient2
 	unload_sim_stack
 	[ ! -d /sys/kernel/mm/memory_peers ] ||
 		fail "memory_peers left after unloading the core"

@@ -1,0 +1,60 @@
+#!/bin/sh
+# Core generations and client ABIs: an invalid generation= refuses to load;
+# the legacy core refuses an extended client (its ex_size/flags words sit
+# where it reads two function pointers) with a message instead of calling
+# garbage; plain and legacy clients register on every generation; the
+# modern core honours the opt-in only with the mark, ex_size and the flag.
+. /scenarios/lib.sh
+. /scenarios/fixture_lib.sh
+load nvidia_p2p_sim
+if try_load peerdirect_sim generation=mofed99 2>/dev/null; then
+	fail "generation=mofed99 accepted"
+fi
+dmesg_has "invalid generation=mofed99" || fail "no message for the generation"
+unload nvidia_p2p_sim
+
+# registered_as GEN ABI [PARAM...]: the core's registration line
+registered_line() {
+	dmesg | grep "registered peer memory client ref_mem" | tail -n 1
+}
+
+load_sim_stack generation=legacy
+if try_load peermem_refclient abi=ex 2>/dev/null; then
+	fail "the legacy core took an extended client"
+fi
+dmesg_has "non-function words after release" || fail "no message for the ABI"
+for abi in plain legacy; do
+	load_refclient abi=$abi
+	va=$(gpu_alloc 64K)
+	mr_reg "$va" 4096
+	st mr-dereg "$mr_id" >/dev/null
+	st gpu-free "$va" >/dev/null
+	unload peermem_refclient
+done
+teardown
+
+for gen in modern mofed51; do
+	load_sim_stack generation=$gen
+	for abi in ex plain legacy; do
+		load_refclient abi=$abi
+		line=$(registered_line)
+		case "$gen,$abi,$line" in
+		modern,ex,*"invalidate unmaps"*) ;;
+		*"invalidate unmaps"*) fail "$gen core, abi=$abi: $line" ;;
+		modern,ex,*) fail "modern core ignored the opt-in: $line" ;;
+		esac
+		unload peermem_refclient
+	done
+	# the mark and ex_size without the flag: no opt-in
+	load_refclient abi=ex ex_flags=0
+	case "$(registered_line)" in
+	*"invalidate unmaps"*) fail "opt-in without the flag" ;;
+	esac
+	unload peermem_refclient
+	# persistent: no invalidate function, no opt-in
+	load_refclient abi=ex persistent=1
+	registered_line | grep -q "persistent)" || fail "not persistent: $(registered_line)"
+	unload peermem_refclient
+	teardown
+done
+pass
