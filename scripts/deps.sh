@@ -10,7 +10,7 @@ apt_packages=(
 	clang-19 lld-19 llvm-19 libclang-19-dev
 	qemu-system-x86 busybox-static
 	flex bison bc libelf-dev libssl-dev cpio kmod make gcc libc6-dev
-	libibverbs-dev rdma-core pkg-config python3 xz-utils
+	libibverbs-dev rdma-core pkg-config python3 xz-utils fonts-dejavu-core
 )
 if [ -f "$repo/packaging/deps.txt" ]; then
 	while IFS= read -r p; do

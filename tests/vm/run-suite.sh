@@ -32,6 +32,11 @@ if [ "$iommu" = on ]; then
 else
 	cmdline="$cmdline intel_iommu=off"
 fi
+# PEERMEM_QEMU_EXTRA="words": extra QEMU arguments (make bench: -icount ...)
+if [ -n "${PEERMEM_QEMU_EXTRA:-}" ]; then
+	read -ra extra_qemu <<<"$PEERMEM_QEMU_EXTRA"
+	qemu+=("${extra_qemu[@]}")
+fi
 qemu+=(-device "edu,dma_mask=0xffffffffffffffff" -append "$cmdline")
 
 echo "suite $name: booting (iommu $iommu, timeout ${timeout_s}s)" >&2
