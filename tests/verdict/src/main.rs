@@ -6,8 +6,13 @@
 //!   or `memory` for the runner script.
 //! - `vm-verdict summary [--cargo-log FILE] VERDICT.json...` prints the
 //!   table and the closing `N passed, N failed` line; exit 0 only if green.
+//! - `vm-verdict reliability [--json OUT] VERDICT.json...` prints the
+//!   reliability table (every `rel_*` scenario: configuration, result,
+//!   figures) and the lock-order matrix, writes them as JSON to OUT; exit 0
+//!   only if every `rel_*` scenario (and its boot) passed.
 
 mod log;
+mod reliability;
 mod suite;
 mod summary;
 mod verdict;
@@ -90,13 +95,40 @@ fn summary_cmd(args: &[String]) -> Result<bool, String> {
     Ok(f == 0 && p > 0)
 }
 
+fn reliability_cmd(args: &[String]) -> Result<bool, String> {
+    let mut verdicts = Vec::new();
+    let mut json = None;
+    let mut i = 0;
+    while i < args.len() {
+        if args[i] == "--json" {
+            json = Some(args.get(i + 1).ok_or("--json needs a file")?.clone());
+            i += 2;
+            continue;
+        }
+        let v: verdict::SuiteVerdict = serde_json::from_str(&read(&args[i])?)
+            .map_err(|e| format!("{}: not a verdict: {e}", args[i]))?;
+        verdicts.push(v);
+        i += 1;
+    }
+    let report = reliability::build(&verdicts);
+    print!("{}", reliability::render(&report));
+    if let Some(json) = json {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(&json, text).map_err(|e| format!("cannot write {json}: {e}"))?;
+    }
+    Ok(report.failed == 0 && report.passed > 0)
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("check") => check(&args[1..]),
         Some("suite-field") => suite_field(&args[1..]),
         Some("summary") => summary_cmd(&args[1..]),
-        _ => Err("usage: vm-verdict check|suite-field|summary ... (see src/main.rs)".into()),
+        Some("reliability") => reliability_cmd(&args[1..]),
+        _ => Err(
+            "usage: vm-verdict check|suite-field|summary|reliability ... (see src/main.rs)".into(),
+        ),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
