@@ -1,10 +1,11 @@
 #!/bin/sh
+# shellcheck disable=SC1091,SC2154 # lib.sh and module_lib.sh, at /scenarios in the VM
 # Register GPU memory through the simulated core, DMA a pattern through the
 # simulated HCA (QEMU edu device and CPU engine) in both directions, check
 # it through the simulated GPU, deregister: nothing left pinned or mapped.
 #   module_dma_roundtrip generation=G peerdirect_support=N persistent_api_support=N [coalesce_sg=N]
 . /scenarios/lib.sh
-. /scenarios/module_lib.sh "$@"
+. /scenarios/module_lib.sh
 
 load_sim_stack generation="$generation"
 load_module
@@ -21,12 +22,14 @@ sg=$(kv sg "$out")
 client=$(kv client "$out")
 [ "$client" = "$expected_client" ] || fail "MR taken by '$client', want $expected_client"
 if [ "$coalesce_sg" = 1 ]; then
-	[ "$sg" -ge 1 ] && [ "$sg" -le 5 ] || fail "coalesced SG has $sg entries for 5 GPU pages"
+	if [ "$sg" -lt 1 ] || [ "$sg" -gt 5 ]; then
+		fail "coalesced SG has $sg entries for 5 GPU pages"
+	fi
 else
 	[ "$sg" = 5 ] || fail "SG has $sg entries, want one per GPU page (5)"
 fi
-grep -q "pages=5 sg_entries=$sg state=mapped" $PM_DEBUGFS/registrations ||
-	fail "debugfs: $(cat $PM_DEBUGFS/registrations)"
+grep -q "pages=5 sg_entries=$sg state=mapped" "$PM_DEBUGFS"/registrations ||
+	fail "debugfs: $(cat "$PM_DEBUGFS"/registrations)"
 [ "$(pm_stat pinned_bytes)" = $((5 * 65536)) ] || fail "pinned_bytes $(pm_stat pinned_bytes), want $((5 * 65536))"
 # CPU engine over the whole MR: the HCA reads what the GPU holds (seed:11,
 # offsets from va), writes seed:21 (offsets from the MR's start), and the

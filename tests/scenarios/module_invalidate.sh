@@ -1,4 +1,5 @@
 #!/bin/sh
+# shellcheck disable=SC1091,SC2154 # lib.sh and module_lib.sh, at /scenarios in the VM
 # cudaFree with a live registration, then deregistration.
 #   persistent_api_support=0: the invalidating nv_mem takes the MR; the free
 #     callback invalidates it through the core (the HCA loses access) and
@@ -6,7 +7,7 @@
 #   persistent_api_support=1: the pin is persistent; the memory stays and
 #     the HCA keeps working until dereg.
 . /scenarios/lib.sh
-. /scenarios/module_lib.sh "$@"
+. /scenarios/module_lib.sh
 
 load_sim_stack generation="$generation"
 load_module
@@ -24,7 +25,7 @@ if [ "$persistent_api_support" = 0 ]; then
 	out=$(simtest hca-check "$mr" 0 4096 seed:5 cpu 100) && fail "HCA still reads freed memory"
 	[ $(($(pm_stat invalidations) - inv0)) = 1 ] || fail "invalidations counter did not move by one"
 	[ "$(pm_stat core_invalidations)" = 1 ] || fail "core_invalidations $(pm_stat core_invalidations)"
-	grep -q "state=invalidated" $PM_DEBUGFS/registrations || fail "debugfs: $(cat $PM_DEBUGFS/registrations)"
+	grep -q "state=invalidated" "$PM_DEBUGFS"/registrations || fail "debugfs: $(cat "$PM_DEBUGFS"/registrations)"
 	[ "$(pm_stat pinned_bytes)" = 0 ] || fail "pinned_bytes $(pm_stat pinned_bytes) after invalidation"
 	# The MR is still registered (invalidated), so leak-check exits 1.
 	leak=$(simtest leak-check 2>/dev/null)

@@ -1,9 +1,11 @@
 #!/bin/sh
+# shellcheck disable=SC1091,SC2154 # lib.sh and module_lib.sh, at /scenarios in the VM
 # A legacy (MLNX_OFED <= 5.0) core reads the extension words as the two
 # private-data callbacks: with peerdirect_support=0 it refuses the client
 # and our load fails with a message; peerdirect_support=1 loads and works.
 . /scenarios/lib.sh
-. /scenarios/module_lib.sh generation=legacy "$@"
+set -- generation=legacy
+. /scenarios/module_lib.sh
 
 load_sim_stack generation=legacy
 dmesg -c >/dev/null

@@ -1,9 +1,10 @@
-# shellcheck shell=sh
+# shellcheck shell=sh disable=SC2034
 # Helpers of the module_*.sh scenarios (nvidia_peermem_rs). Source after
-# lib.sh:  . /scenarios/lib.sh; . /scenarios/module_lib.sh "$@"
+# lib.sh:  . /scenarios/lib.sh; . /scenarios/module_lib.sh
 #
-# Arguments KEY=VALUE become shell variables (only the keys below), with
-# defaults: generation=modern peerdirect_support=0 persistent_api_support=1
+# The script's arguments KEY=VALUE (the positional parameters a sourced
+# file sees) become shell variables, only the keys below, with defaults:
+# generation=modern peerdirect_support=0 persistent_api_support=1
 # coalesce_sg=0.
 
 generation=modern
@@ -43,12 +44,12 @@ expected_client=nv_mem
 
 # pm_stat NAME: a counter from debugfs stats.
 pm_stat() {
-	sed -n "s/^$1 //p" $PM_DEBUGFS/stats
+	sed -n "s/^$1 //p" "$PM_DEBUGFS"/stats
 }
 
 # pm_live: number of live registrations (debugfs).
 pm_live() {
-	sed -n 's/^count //p' $PM_DEBUGFS/registrations
+	sed -n 's/^count //p' "$PM_DEBUGFS"/registrations
 }
 
 # kv KEY OUTPUT: value of KEY= in a simtest output line.
@@ -69,7 +70,7 @@ no_leaks() {
 	for _k in pages_pinned page_tables_live dma_mappings_live mrs_live; do
 		[ "$(kv $_k "$_l")" = 0 ] || fail "$1: $_k=$(kv $_k "$_l") left ($_l)"
 	done
-	if [ -r $PM_DEBUGFS/stats ]; then
+	if [ -r "$PM_DEBUGFS"/stats ]; then
 		[ "$(pm_stat pinned_bytes)" = 0 ] || fail "$1: module still counts $(pm_stat pinned_bytes) pinned bytes"
 		[ "$(pm_stat dma_mappings)" = 0 ] || fail "$1: module still counts $(pm_stat dma_mappings) mappings"
 		[ "$(pm_live)" = 0 ] || fail "$1: $(pm_live) registrations still live"

@@ -1,10 +1,11 @@
 #!/bin/sh
+# shellcheck disable=SC1091,SC2154 # lib.sh and module_lib.sh, at /scenarios in the VM
 # Loading never fails silently: with the name nv_mem already taken by
 # another peer-memory client (here the fixtures' reference client, as
 # nvidia_peermem or nv_peer_mem would), the load fails and says what to
 # unload; after unloading the other client it loads.
 . /scenarios/lib.sh
-. /scenarios/module_lib.sh "$@"
+. /scenarios/module_lib.sh
 
 load_sim_stack generation="$generation"
 load peermem_refclient name=nv_mem
@@ -15,6 +16,6 @@ dmesg | grep -q "nvidia_peermem_rs: .*nv_mem.*unload it first (rmmod nvidia_peer
 ! loaded nvidia_peermem_rs || fail "module loaded"
 unload peermem_refclient
 load_module
-[ -r $PM_PEERS/nv_mem/version ] || fail "nv_mem not published after the other client left"
+[ -r "$PM_PEERS"/nv_mem/version ] || fail "nv_mem not published after the other client left"
 finish_clean
 pass

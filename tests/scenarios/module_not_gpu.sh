@@ -1,8 +1,9 @@
 #!/bin/sh
+# shellcheck disable=SC1091,SC2154 # lib.sh and module_lib.sh, at /scenarios in the VM
 # A range that is not GPU memory is "not mine": acquire declines it, the
 # core refuses the MR, nothing is pinned, no registration is left.
 . /scenarios/lib.sh
-. /scenarios/module_lib.sh "$@"
+. /scenarios/module_lib.sh
 
 load_sim_stack generation="$generation"
 load_module

@@ -1,10 +1,11 @@
 #!/bin/sh
+# shellcheck disable=SC1091,SC2154 # lib.sh and module_lib.sh, at /scenarios in the VM
 # Parameter validation and module metadata: each invalid value fails the
 # load with EINVAL and a dmesg line naming the bad value and the valid ones,
 # registering nothing; modinfo shows description, author, license, version
 # and both parameters with descriptions and types.
 . /scenarios/lib.sh
-. /scenarios/module_lib.sh "$@"
+. /scenarios/module_lib.sh
 
 # The .modinfo strings modinfo shows (read raw: busybox modinfo skips some).
 ko=$(mod_path nvidia_peermem_rs)
@@ -40,7 +41,7 @@ for spec in peerdirect_support=2 peerdirect_support=-1 persistent_api_support=2 
 	tries=$(dmesg | grep -c "nvidia_peermem_rs: invalid")
 	[ "$n" = "$tries" ] || fail "$spec: other module messages besides the refusal"
 	! loaded nvidia_peermem_rs || fail "module loaded with $spec"
-	[ ! -e $PM_PEERS/nv_mem ] || fail "$spec: nv_mem registered by a refused load"
+	[ ! -e "$PM_PEERS"/nv_mem ] || fail "$spec: nv_mem registered by a refused load"
 	bad=$((bad + 1))
 done
 # A value that is not a number is refused by the kernel's int parser.

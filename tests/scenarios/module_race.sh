@@ -1,4 +1,5 @@
 #!/bin/sh
+# shellcheck disable=SC1091,SC2154 # lib.sh and module_lib.sh, at /scenarios in the VM
 # cudaFree racing deregistration, with the fixtures' delay points widening
 # each window in turn: the free callback before/after it runs, the core's
 # invalidate before the mapping lock, the deregistration under it. Every
@@ -15,7 +16,8 @@ for _a in "$@"; do
 	esac
 done
 # shellcheck disable=SC2086
-. /scenarios/module_lib.sh persistent_api_support=0 $_args
+set -- persistent_api_support=0 $_args
+. /scenarios/module_lib.sh
 
 load_sim_stack generation="$generation"
 load_module

@@ -1,9 +1,10 @@
 #!/bin/sh
+# shellcheck disable=SC1091,SC2154 # lib.sh and module_lib.sh, at /scenarios in the VM
 # Every refusal says why and leaves nothing pinned or mapped: GPU page sizes
 # other than 64 KiB, incompatible page-table and mapping versions, and
 # provider/core failures at each step; a failed unpin is retried at release.
 . /scenarios/lib.sh
-. /scenarios/module_lib.sh "$@"
+. /scenarios/module_lib.sh
 
 load_sim_stack generation="$generation"
 load_module
