@@ -95,10 +95,19 @@ impl CoreRegistration {
         // layout of a nullable C function pointer.
         let handle = unsafe { sys::ib_register_peer_memory_client(table.as_raw(), out.cast()) };
         let Some(handle) = NonNull::new(handle) else {
+            // The core says only "no". The two causes seen in the field: the
+            // name is taken, or (extended ABI) a legacy core (MLNX_OFED 5.0
+            // or older) read `ex_size`/`flags` as function pointers.
+            let legacy_hint = if table.ex().ex_size != 0 {
+                "; or the core is MLNX_OFED 5.0 or older (legacy PeerDirect ABI): load with peerdirect_support=1"
+            } else {
+                ""
+            };
             pr_err!(
-                "the PeerDirect core refused client \"{}\": another peer-memory client named \"{}\" is probably loaded; unload it first (rmmod nvidia_peermem nv_peer_mem)\n",
+                "the PeerDirect core refused client \"{}\": another peer-memory client named \"{}\" may be loaded; unload it first (rmmod nvidia_peermem nv_peer_mem){}\n",
                 table.name(),
-                table.name()
+                table.name(),
+                legacy_hint
             );
             return Err(EBUSY);
         };
