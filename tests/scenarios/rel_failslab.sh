@@ -73,6 +73,9 @@ fs_off() {
 
 # nth_loop NAME CMD...: runs `CMD` with fail-nth = 1, 2, ... until a run
 # has nothing left to fail; after each run, `after_run` checks the state.
+# CMD "load" is `simtest load-module --fail-nth N` of our module (armed
+# right before finit_module); any other CMD runs with the shell's fail-nth
+# armed before exec (only allocations with our module on the stack count).
 nth_loop() {
 	_name=$1
 	shift
@@ -82,7 +85,12 @@ nth_loop() {
 		before_run
 		_i0=$(injected)
 		mark
-		_out=$(sh -c "echo $_n > /proc/self/fail-nth && exec \"\$@\"" sh "$@" 2>&1)
+		if [ "$1" = load ]; then
+			# shellcheck disable=SC2046
+			_out=$(simtest load-module --fail-nth $_n "$(mod_path $REL_MOD)" $(client_params) 2>&1)
+		else
+			_out=$(sh -c "echo $_n > /proc/self/fail-nth && exec \"\$@\"" sh "$@" 2>&1)
+		fi
 		_rc=$?
 		_hit=$(( $(injected) - _i0 ))
 		REL_OPS=$((REL_OPS + 1))
@@ -117,8 +125,7 @@ after_run() {
 	fi
 }
 range_module_area
-# shellcheck disable=SC2046
-nth_loop "load" insmod "$(mod_path $REL_MOD)" $(client_params)
+nth_loop "load" load
 fs_off
 loaded $REL_MOD || fail "the module did not end up loaded" $(figures)
 REL_IDLE_REF=$(refcnt)

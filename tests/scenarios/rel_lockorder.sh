@@ -39,8 +39,8 @@ if [ "$expect" = refused ]; then
 		fail "nv_mem is still published after the refused load" $(figures)
 	[ "$(ctr clients_registered)" = 0 ] ||
 		fail "a client stayed registered after the refused load" $(figures)
-	since_mark | grep -q -E "nvidia_peermem_rs" ||
-		fail "the module itself said nothing about the refused load" $(figures)
+	since_mark | grep "$REL_MOD" | grep -q "peerdirect_support=1" ||
+		fail "the module's refusal does not tell a legacy core's user to load with peerdirect_support=1" $(figures)
 	log "refusal explained by: $(since_mark | grep -E 'nvidia_peermem_rs|peerdirect_sim' | tr '\n' ' ')"
 	stack_down
 	rel_pass cell="$gen/pds=$pds" expected=refused lockdep=not-loaded
