@@ -3,7 +3,7 @@
 # In-VM benchmarks of peer-memory clients (make bench; tests/bench/README.md).
 #   bench.sh [mode=persistent|invalidating] [clients=rust,ref]
 #            [what=cycle,invalidate,throughput,memory] [profile=full|quick]
-#            [rounds=N]   (quick: 1, full: 2; more for BENCH_CLOCK=wall)
+#            [rounds=N]   (quick: 1, full: 3; more for BENCH_CLOCK=wall)
 # A client is `rust`, `ref`, or `rust+PARAM=VALUE[+...]` (the Rust module
 # with extra parameters, e.g. rust+coalesce_sg=1). The clients take turns,
 # one loaded at a time, for `rounds` rounds (ABBA order, so that a drift of
@@ -45,8 +45,8 @@ if [ "$profile" = quick ]; then
 	threads="1 2"
 	tp_ms=300
 else
-	: "${rounds:=2}"
-	cycle_runs="64K:8 2M:8 64M:3 1G:2 16G:1"
+	: "${rounds:=3}"
+	cycle_runs="64K:8 2M:12 64M:3 1G:2 16G:1"
 	inval_runs="64K:5 2M:5 64M:2"
 	mem_runs="64K:32 2M:16 64M:4 1G:2 16G:1"
 	threads="1 2 4 8"

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The PNG: cost against size, log-log. Left, the time inside the client of
 //! one register + deregister cycle (median, with the interquartile range as
-//! a bar); right, the client's kernel memory per live registration against
-//! the target line.
+//! a bar); right, the client's kernel memory per live registration divided
+//! by its GPU pages, against the target line (32 B + 256 B / pages), where
+//! a fixed cost shows as a slope and the per-page cost as the floor.
 //!
 //! Text needs a TrueType font: plotters' `ab_glyph` backend is given the
 //! first of `$BENCH_FONT` and a few usual system paths that exists. Without
-//! one the plot is drawn without any text (and the caller is told so).
+//! one (or with `BENCH_FONT=none`) the plot is drawn without any text, and
+//! the caller is told so.
 
 use std::error::Error;
 use std::path::Path;
@@ -30,6 +32,9 @@ const FONT_PATHS: &[&str] = &[
 /// Registers a font for "sans-serif"; returns its path, or None.
 pub fn load_font() -> Option<String> {
     let env = std::env::var("BENCH_FONT").ok();
+    if env.as_deref() == Some("none") {
+        return None;
+    }
     let candidates = env
         .iter()
         .map(String::as_str)
@@ -46,7 +51,9 @@ pub fn load_font() -> Option<String> {
 }
 
 fn human_bytes(b: f64) -> String {
-    if b >= (1u64 << 20) as f64 {
+    if b < 100.0 {
+        format!("{b:.0} B")
+    } else if b >= (1u64 << 20) as f64 {
         format!("{:.0} MiB", b / (1u64 << 20) as f64)
     } else if b >= 1024.0 {
         format!("{:.0} KiB", b / 1024.0)
@@ -146,12 +153,12 @@ pub fn draw(a: &Analysis, out: &Path, text: bool) -> Result<(), Box<dyn Error>> 
             continue;
         }
         let col = color(i);
-        let dashed = label.starts_with("ref/");
+        let thin = label.starts_with("ref/");
         let pts: Vec<(f64, f64)> = rows
             .iter()
             .map(|c| (c.size as f64, c.client.median / 1e3))
             .collect();
-        let style = col.stroke_width(if dashed { 1 } else { 2 });
+        let style = col.stroke_width(if thin { 1 } else { 2 });
         let series = chart.draw_series(LineSeries::new(pts.clone(), style))?;
         if text {
             series
@@ -180,22 +187,26 @@ pub fn draw(a: &Analysis, out: &Path, text: bool) -> Result<(), Box<dyn Error>> 
     }
 
     // memory
+    let per_page = |bytes: u64, pages: u64| bytes as f64 / pages.max(1) as f64;
     let target_pts: Vec<(f64, f64)> = a
         .memory
         .iter()
-        .map(|m| (m.size as f64, memory_target(m.pages) as f64))
+        .map(|m| (m.size as f64, per_page(memory_target(m.pages), m.pages)))
         .collect();
     let yr = log_range(
         a.memory
             .iter()
-            .map(|m| m.client as f64)
+            .map(|m| per_page(m.client, m.pages))
             .chain(target_pts.iter().map(|p| p.1)),
     );
     let mut chart = ChartBuilder::on(&right);
     chart.margin(12);
     if text {
         chart
-            .caption("client memory per live registration", ("sans-serif", 18))
+            .caption(
+                "client memory per live registration, per GPU page",
+                ("sans-serif", 18),
+            )
             .x_label_area_size(40)
             .y_label_area_size(70);
     }
@@ -204,7 +215,7 @@ pub fn draw(a: &Analysis, out: &Path, text: bool) -> Result<(), Box<dyn Error>> 
     let mut mesh = chart.configure_mesh();
     if text {
         mesh.x_desc("registration size")
-            .y_desc("bytes")
+            .y_desc("bytes per 64 KiB GPU page")
             .x_label_formatter(&|x| size_name(x.round() as u64))
             .y_label_formatter(&|y| human_bytes(*y));
     } else {
@@ -214,7 +225,7 @@ pub fn draw(a: &Analysis, out: &Path, text: bool) -> Result<(), Box<dyn Error>> 
     let mut tp = target_pts;
     tp.sort_by(|a, b| a.0.total_cmp(&b.0));
     tp.dedup_by(|a, b| a.0 == b.0);
-    let series = chart.draw_series(LineSeries::new(tp, BLACK.stroke_width(1)))?;
+    let series = chart.draw_series(LineSeries::new(tp, BLACK.stroke_width(3)))?;
     if text {
         series
             .label("target: 32 B/page + 256 B")
@@ -228,7 +239,7 @@ pub fn draw(a: &Analysis, out: &Path, text: bool) -> Result<(), Box<dyn Error>> 
         let col = color(i);
         let pts: Vec<(f64, f64)> = rows
             .iter()
-            .map(|m| (m.size as f64, m.client as f64))
+            .map(|m| (m.size as f64, per_page(m.client, m.pages)))
             .collect();
         let series = chart.draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))?;
         if text {
@@ -241,7 +252,7 @@ pub fn draw(a: &Analysis, out: &Path, text: bool) -> Result<(), Box<dyn Error>> 
     if text {
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(SeriesLabelPosition::UpperRight)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .label_font(("sans-serif", 14))
