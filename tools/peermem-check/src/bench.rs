@@ -177,10 +177,16 @@ pub fn table(b: &BenchResult) -> Vec<String> {
     out
 }
 
-/// A progress bar on stderr; hidden when stderr is not a terminal or in
-/// JSON mode.
+/// A progress bar on stderr; hidden in JSON mode, when stderr is not a
+/// terminal (indicatif's own check), and when TERM is unset or `dumb` (a
+/// serial console such as the test VM's, where redraws only flood the log).
 pub fn progress(total: u64, json: bool) -> ProgressBar {
-    if json {
+    let term = std::env::var("TERM").unwrap_or_default();
+    if json
+        || term.is_empty()
+        || term == "dumb"
+        || std::env::var_os("PEERMEM_CHECK_NO_PROGRESS").is_some()
+    {
         return ProgressBar::hidden();
     }
     let pb = ProgressBar::new(total);

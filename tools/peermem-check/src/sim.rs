@@ -238,7 +238,7 @@ pub fn validate(a: &ValidateArgs) -> Outcome {
         }
     }
     let passed = runs.iter().filter(|r| r["result"] == "pass").count();
-    if !runs.is_empty() {
+    if !clients.is_empty() {
         checks.push(Check::pass(
             "mr_reg",
             "Memory registration",
