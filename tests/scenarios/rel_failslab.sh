@@ -125,7 +125,10 @@ after_run() {
 	fi
 }
 range_module_area
+max_run=$max
+max=$((max * 3))
 nth_loop "load" load
+max=$max_run
 fs_off
 loaded $REL_MOD || fail "the module did not end up loaded" $(figures)
 REL_IDLE_REF=$(refcnt)

@@ -46,8 +46,11 @@ mark() {
 	[ -n "$REL_START" ] || REL_START=$REL_MARK
 }
 
+# _after MARK: the kernel log after the last line containing MARK (all of
+# it if MARK has scrolled out of the ring buffer).
 _after() {
-	dmesg | awk -v m="$1" 'f { print } index($0, m) { f = 1 }'
+	dmesg | awk -v m="$1" '{ l[NR] = $0 } index($0, m) { s = NR }
+		END { for (i = s + 1; i <= NR; i++) print l[i] }'
 }
 
 since_mark() {
