@@ -53,17 +53,18 @@ const FREE_EVENTS: &[&str] = &[
     "vmalloc/free_vmap_area_noflush",
 ];
 
-/// Frames of the allocators' own page and object allocations: a page
-/// allocation under one of them is already counted by its kmalloc,
-/// kmem_cache or vmap event.
-const ALLOCATOR_FRAMES: &[&str] = &[
-    "allocate_slab",
-    "new_slab",
-    "___slab_alloc",
-    "kmalloc",
-    "vmalloc",
-    "vm_area_alloc_pages",
-];
+/// Whether a stack frame (function name) belongs to an allocator's own page
+/// allocations: a page allocation under one of them is already counted by
+/// its kmalloc, kmem_cache or vmap event.
+fn allocator_frame(name: &str) -> bool {
+    name == "allocate_slab"
+        || name == "new_slab"
+        || name.contains("slab_alloc")
+        || name.contains("kmalloc_large")
+        || name.contains("vmalloc_node")
+        || name.contains("vmalloc_area")
+        || name == "vm_area_alloc_pages"
+}
 
 /// Known modules of the simulated stack and the role they play.
 const STACK_MODULES: &[(&str, &str)] = &[
@@ -169,9 +170,7 @@ impl Window {
                     let a = &mut w.allocs[i];
                     let name = frame.split('+').next().unwrap_or("");
                     if a.owner.is_none() {
-                        if matches!(a.key, Key::Pfn(_))
-                            && ALLOCATOR_FRAMES.iter().any(|f| name.contains(f))
-                        {
+                        if matches!(a.key, Key::Pfn(_)) && allocator_frame(name) {
                             a.internal = true;
                         }
                         if let Some(m) = frame_module(frame) {
@@ -441,10 +440,14 @@ pub fn memory(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     }
 
     let _mode = ScaleMode::new(dev, scale)?;
-    let buf = GpuBuf::new(dev, size)?;
+    // One allocation per registration: the same pages mapped twice for the
+    // HCA would be overlapping mappings, which DMA-API debugging reports.
+    let bufs = (0..live)
+        .map(|_| GpuBuf::new(dev, size))
+        .collect::<Result<Vec<_>, _>>()?;
     // one registration first: caches, xarray nodes and the like that stay
     // after the first use are not per-registration costs
-    let warm = dev.mr_reg(buf.va, size, ACCESS_ALL)?;
+    let warm = dev.mr_reg(bufs[0].va, size, ACCESS_ALL)?;
     dev.mr_dereg(warm.id)?;
 
     let tracer = Tracer::new(trace_kb)?;
@@ -452,7 +455,7 @@ pub fn memory(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     tracer.on(true)?;
     let mut err = None;
     let mut sg = 0;
-    for _ in 0..live {
+    for buf in &bufs {
         match dev.mr_reg(buf.va, size, ACCESS_ALL) {
             Ok(mr) => {
                 sg = mr.sg_entries;
@@ -475,7 +478,7 @@ pub fn memory(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     tracer.on(false)?;
     let dereg = tracer.take(&roles);
     drop(tracer);
-    drop(buf);
+    drop(bufs);
     if let Some(e) = err {
         return Err(e.into());
     }
@@ -534,10 +537,12 @@ mod tests {
          simtest-95      [001] .....    35.680122: <stack trace>
  => __alloc_pages_noprof+0x1/0x2
  => allocate_slab+0x1/0x2
+ => __kmalloc_cache_noprof+0x1/0x2
  => _RNvCs1_17nvidia_peermem_rs3map+0x1/0x2 [nvidia_peermem_rs]
          simtest-95      [001] .....    35.680123: mm_page_alloc: page=00000000cc pfn=0x5678 order=0 migratetype=0 gfp_flags=GFP_KERNEL
          simtest-95      [001] .....    35.680124: <stack trace>
  => __get_free_pages+0x1/0x2
+ => sg_kmalloc+0x1/0x2
  => sg_alloc_table+0x1/0x2
  => _RNvCs1_17nvidia_peermem_rs3map+0x1/0x2 [nvidia_peermem_rs]
          simtest-95      [001] .....    35.680125: kmalloc: call_site=krealloc_noprof+0x1/0x2 ptr=00000000bbbb0002 bytes_req=8 bytes_alloc=8 gfp_flags=GFP_KERNEL node=-1 accounted=false
