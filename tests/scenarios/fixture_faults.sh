@@ -129,4 +129,6 @@ st_errno EINVAL fault no_such_op 1 EIO
 unload peermem_refclient
 teardown
 dmesg_has "leaked page table" || fail "the provider did not report the leak at unload"
-pass faults=$n
+leaks=$(kmemleak_new)
+[ "$leaks" = 0 ] || fail "kmemleak found $leaks leaks" leaks="$leaks"
+pass faults=$n leaks=0

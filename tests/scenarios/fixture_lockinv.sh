@@ -60,4 +60,6 @@ out=$(simtest race free reg --iters 50 --jitter-us 300) ||
 no_leaks
 dmesg_has "$splat" && fail "lockdep reported an inversion"
 teardown
-pass races=152
+leaks=$(kmemleak_new)
+[ "$leaks" = 0 ] || fail "kmemleak found $leaks leaks" leaks="$leaks"
+pass races=152 leaks=0
