@@ -48,7 +48,8 @@ fn check(args: &[String]) -> Result<bool, String> {
     let facts = log::analyse(&read(&log_path)?);
     let v = verdict::judge(&suite, &facts, timed_out);
     let mut out = String::new();
-    let (passed, failed) = summary::render(std::slice::from_ref(&v), &mut out);
+    summary::render(std::slice::from_ref(&v), &mut out);
+    let (passed, failed) = v.counts();
     print!("{out}");
     println!("suite {}: {passed} passed, {failed} failed (log: {log_path})", suite.name);
     if let Some(json) = opt(args, "--json") {
