@@ -9,6 +9,11 @@
 
 load_sim_stack generation="$generation"
 load_module
+contiguous=0
+if [ "$coalesce_sg" = 1 ] && simtest config contiguous_backing=1 >/dev/null 2>&1; then
+	# Physically contiguous backing, no IOMMU: DMA-contiguous GPU pages.
+	contiguous=1
+fi
 sim gpu-alloc 1M
 va=$(kv va "$out")
 sim gpu-fill "$va" 1M seed:11
@@ -21,7 +26,9 @@ mr=$(kv mr "$out")
 sg=$(kv sg "$out")
 client=$(kv client "$out")
 [ "$client" = "$expected_client" ] || fail "MR taken by '$client', want $expected_client"
-if [ "$coalesce_sg" = 1 ]; then
+if [ "$contiguous" = 1 ]; then
+	[ "$sg" = 1 ] || fail "coalesced SG has $sg entries for 5 DMA-contiguous GPU pages, want 1"
+elif [ "$coalesce_sg" = 1 ]; then
 	if [ "$sg" -lt 1 ] || [ "$sg" -gt 5 ]; then
 		fail "coalesced SG has $sg entries for 5 GPU pages"
 	fi
@@ -51,5 +58,6 @@ no_leaks "after deregistration"
 # Bytes outside the MR were never touched.
 sim gpu-check "$va" $off seed:11
 sim gpu-free "$va"
+[ "$contiguous" = 1 ] && sim config
 finish_clean
-pass sg_entries="$sg" client="$client"
+pass sg_entries="$sg" client="$client" contiguous="$contiguous"
