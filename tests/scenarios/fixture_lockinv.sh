@@ -7,7 +7,8 @@
 #   are run one after the other: truly concurrent they would deadlock.
 # mode=clean: the modern core with an opted-in client; the same two paths,
 #   then real races of cudaFree against deregistration (both orders widened
-#   with delay points, then many jittered rounds): no deadlock, no splat.
+#   with delay points, then many jittered rounds), then a persistent client
+#   deregistering under its mapping lock: no deadlock, no splat.
 #   fixture_lockinv.sh generation=G abi=A mode=splat|clean
 . /scenarios/lib.sh
 . /scenarios/fixture_lib.sh
@@ -57,6 +58,17 @@ out=$(simtest race free dereg --iters 100 --jitter-us 300) ||
 	fail "race free dereg: $out"
 out=$(simtest race free reg --iters 50 --jitter-us 300) ||
 	fail "race free reg: $out"
+no_leaks
+# a persistent client on the same core (nv_mem_nc beside an invalidating
+# nv_mem): its deregistration under its MRs' mapping lock must not chain
+# with the invalidating client's MRs into a cycle
+unload peermem_refclient
+load peermem_refclient2 name=ref_pers persistent=1 abi=plain
+va=$(gpu_alloc 64K)
+mr_reg "$va" 65536
+[ "$mr_client" = ref_pers ] || fail "ref_pers expected, got $mr_client"
+st mr-dereg "$mr_id" >/dev/null
+st gpu-free "$va" >/dev/null
 no_leaks
 dmesg_has "$splat" && fail "lockdep reported an inversion"
 teardown
