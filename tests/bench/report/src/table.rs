@@ -271,11 +271,16 @@ pub fn render(a: &Analysis, clock: &str) -> String {
             .collect();
         let _ = writeln!(
             w,
-            "linear in pages (marginal cost per page from {} within {:.0}%): {:<34} {} {}; marginal per page {}",
+            "linear in pages (line fit from {}, every median within {:.0}%): {:<34} {} {}; marginal per page {}",
             size_name(LINEAR_MIN_SIZE),
             100.0 * LINEAR_TOLERANCE,
             l.label,
-            l.spread.map_or("-".into(), |s| format!("spread {:+.0}%", 100.0 * (s - 1.0))),
+            l.fit.map_or("-".into(), |(a, b, w)| format!(
+                "{} + {}/page, worst {:.1}%",
+                time(a),
+                time(b),
+                100.0 * w
+            )),
             match l.met {
                 Some(true) => "met",
                 Some(false) => "MISSED",
