@@ -39,11 +39,23 @@ if [ -n "${PEERMEM_QEMU_EXTRA:-}" ]; then
 fi
 qemu+=(-device "edu,dma_mask=0xffffffffffffffff" -append "$cmdline")
 
-echo "suite $name: booting (iommu $iommu, timeout ${timeout_s}s)" >&2
-start=$(date +%s)
-timeout -k 10 "$timeout_s" "${qemu[@]}" </dev/null
-rc=$?
-elapsed=$(( $(date +%s) - start ))
+# A boot that dies before /init runs (no PEERMEM-SUITE-START: none of our
+# code has run yet) is an emulator/boot problem, not a test result: keep its
+# log and boot again, at most twice. Everything after /init starts counts.
+attempt=1
+while :; do
+	echo "suite $name: booting (iommu $iommu, timeout ${timeout_s}s, attempt $attempt)" >&2
+	start=$(date +%s)
+	timeout -k 10 "$timeout_s" "${qemu[@]}" </dev/null
+	rc=$?
+	elapsed=$(( $(date +%s) - start ))
+	if grep -a -q "PEERMEM-SUITE-START" "$log" || [ $attempt -ge 3 ]; then
+		break
+	fi
+	mv "$log" "$dir/console.boot-failure-$attempt.log"
+	echo "suite $name: the VM died before /init ran (kept as console.boot-failure-$attempt.log); booting again" >&2
+	attempt=$((attempt + 1))
+done
 timed_out=()
 if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
 	timed_out=(--timed-out)
