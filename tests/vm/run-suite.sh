@@ -39,9 +39,10 @@ if [ -n "${PEERMEM_QEMU_EXTRA:-}" ]; then
 fi
 qemu+=(-device "edu,dma_mask=0xffffffffffffffff" -append "$cmdline")
 
-# A boot that dies before /init runs (no PEERMEM-SUITE-START: none of our
-# code has run yet) is an emulator/boot problem, not a test result: keep its
-# log and boot again, at most twice. Everything after /init starts counts.
+# A boot that dies or splats before /init runs (before PEERMEM-SUITE-START:
+# none of our modules is loaded yet) is an emulator/boot problem, not a test
+# result: keep its log and boot again, at most twice. The third attempt is
+# judged as it is. Everything after /init starts always counts.
 attempt=1
 while :; do
 	echo "suite $name: booting (iommu $iommu, timeout ${timeout_s}s, attempt $attempt)" >&2
@@ -49,11 +50,16 @@ while :; do
 	timeout -k 10 "$timeout_s" "${qemu[@]}" </dev/null
 	rc=$?
 	elapsed=$(( $(date +%s) - start ))
-	if grep -a -q "PEERMEM-SUITE-START" "$log" || [ $attempt -ge 3 ]; then
+	pre_init=$(sed -n '/PEERMEM-SUITE-START/q;p' "$log")
+	if grep -a -q "PEERMEM-SUITE-START" "$log" &&
+		! grep -a -q -E "BUG:|WARNING:|Oops|KASAN:|Kernel panic" <<<"$pre_init"; then
+		break
+	fi
+	if [ $attempt -ge 3 ]; then
 		break
 	fi
 	mv "$log" "$dir/console.boot-failure-$attempt.log"
-	echo "suite $name: the VM died before /init ran (kept as console.boot-failure-$attempt.log); booting again" >&2
+	echo "suite $name: the VM died or splatted before /init ran (kept as console.boot-failure-$attempt.log); booting again" >&2
 	attempt=$((attempt + 1))
 done
 timed_out=()
