@@ -6,7 +6,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 
 apt_packages=(
-	linux-source-6.12 rustc-web rust-web-src cargo-web
+	linux-source-6.12 rustc-web rust-web-src cargo-web rust-web-clippy
 	clang-19 lld-19 llvm-19 libclang-19-dev
 	qemu-system-x86 busybox-static
 	flex bison bc libelf-dev libssl-dev cpio kmod make gcc libc6-dev
