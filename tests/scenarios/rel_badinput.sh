@@ -87,7 +87,7 @@ ranges() {
 	st gpu-free "$b" >/dev/null
 	settle_idle
 	stack_down
-	kmemleak_check
+	kmemleak_check light
 	rel_pass
 }
 
@@ -158,7 +158,7 @@ load_part() {
 	REL_IDLE_REF=$(refcnt)
 	settle_idle
 	stack_down
-	kmemleak_check
+	kmemleak_check light
 	rel_pass
 }
 

@@ -76,7 +76,7 @@ lock_inversion() {
 		fail "nv_mem did not opt into PEER_MEM_INVALIDATE_UNMAPS by default" $(figures)
 	REL_IDLE_REF=$(refcnt)
 	lockdep_alive || fail "lockdep is off before the test"
-	out=$(st race free dereg --iters 300 --size 128K --jitter-us 400 2>/tmp/race.err)
+	out=$(st race free dereg --iters 150 --size 128K --jitter-us 400 2>/tmp/race.err)
 	rc=$?
 	echo "$out" | sed 's/^/SCENARIO-LOG race: /'
 	last=$(echo "$out" | tail -n 1)
@@ -87,7 +87,7 @@ lock_inversion() {
 	lockdep_alive || fail "lockdep turned itself off" $(figures)
 	settle_idle
 	stack_down
-	kmemleak_check
+	kmemleak_check light
 	rel_pass seed="$(sval seed "$last")"
 }
 
@@ -121,7 +121,7 @@ name_conflict() {
 	REL_FAULTS=3
 	settle_idle
 	stack_down
-	kmemleak_check
+	kmemleak_check light
 	rel_pass
 }
 
@@ -154,14 +154,14 @@ unload_order() {
 	st roundtrip 128K >/dev/null || fail "roundtrip after reloading" $(figures)
 	settle_idle
 	stack_down
-	kmemleak_check
+	kmemleak_check light
 	rel_pass
 }
 
 case "$bug" in
 silent_load) silent_load ;;
 uaf_window)
-	exec sh /scenarios/rel_race.sh window=release_in_invalidation variant=dereg_locked rounds=8 ;;
+	exec sh /scenarios/rel_race.sh window=release_in_invalidation variant=dereg_locked rounds=6 ;;
 lock_inversion) lock_inversion ;;
 name_conflict) name_conflict ;;
 unload_order) unload_order ;;

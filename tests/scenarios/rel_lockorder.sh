@@ -79,13 +79,13 @@ REL_OPS=$((REL_OPS + 5))
 REL_RACES=1
 
 if [ "$expect" = clean ]; then
-	out=$(st race free dereg --iters 150 --size 128K --jitter-us 300 2>/tmp/race.err)
+	out=$(st race free dereg --iters 100 --size 128K --jitter-us 300 2>/tmp/race.err)
 	rc=$?
 	echo "$out" | sed 's/^/SCENARIO-LOG race: /'
 	last=$(echo "$out" | tail -n 1)
 	[ "$rc" = 0 ] && [ "$(sval result "$last")" = pass ] || fail "race free dereg: $last" $(figures)
 	REL_RACES=$((REL_RACES + $(sval races "$last")))
-	REL_OPS=$((REL_OPS + 600))
+	REL_OPS=$((REL_OPS + 400))
 fi
 
 report=$(since_mark | grep -c "possible circular locking dependency")

@@ -257,6 +257,9 @@ esac
 st delay "" 0 >/dev/null
 log "delays taken: $(( $(ctr delays_taken) - delays0 ))"
 settle_idle
-kmemleak_check
+case "$window" in
+free_vs_dereg | release_in_invalidation) kmemleak_check ;;
+*) kmemleak_check light ;;
+esac
 # shellcheck disable=SC2086
 rel_pass $EXTRA
