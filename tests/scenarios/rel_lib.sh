@@ -174,6 +174,15 @@ settle_idle() {
 	_r=$(refcnt)
 	[ "$_r" = "$REL_IDLE_REF" ] ||
 		fail "module refcount $_r, idle value $REL_IDLE_REF" $(figures)
+	# Our module's own books: nothing registered, pinned or mapped.
+	_st=/sys/kernel/debug/$REL_MOD/stats
+	if [ -r $_st ]; then
+		for _k in registrations_live pinned_pages pinned_bytes dma_mappings; do
+			_v=$(sed -n "s/^$_k //p" $_st)
+			[ -z "$_v" ] || [ "$_v" = 0 ] ||
+				fail "$REL_MOD debugfs: $_k $_v when idle" $(figures)
+		done
+	fi
 	module_debugfs
 }
 
