@@ -3,13 +3,13 @@
  * C helpers of nvidia_peermem_rs (see shim.h). Linked into the same .ko as
  * the Rust crate; nothing here is exported.
  */
-#include <linux/mutex.h>
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
+#include <linux/spinlock.h>
 
 #include "shim.h"
 
-static DEFINE_MUTEX(pm_registry_mutex);
+static DEFINE_SPINLOCK(pm_registry_lock);
 
 struct pci_dev *pm_shim_to_pci_dev(struct device *dev)
 {
@@ -38,10 +38,10 @@ unsigned int pm_shim_sg_dma_len(struct scatterlist *sg)
 
 void pm_shim_registry_lock(void)
 {
-	mutex_lock(&pm_registry_mutex);
+	spin_lock(&pm_registry_lock);
 }
 
 void pm_shim_registry_unlock(void)
 {
-	mutex_unlock(&pm_registry_mutex);
+	spin_unlock(&pm_registry_lock);
 }

@@ -23,7 +23,7 @@ void pm_shim_sg_set_dma(struct scatterlist *sg, dma_addr_t addr,
 dma_addr_t pm_shim_sg_dma_address(struct scatterlist *sg);
 unsigned int pm_shim_sg_dma_len(struct scatterlist *sg);
 
-/* The mutex that serialises the table of live registrations. */
+/* The spinlock that serialises the table of live registrations. */
 void pm_shim_registry_lock(void);
 void pm_shim_registry_unlock(void);
 

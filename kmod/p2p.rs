@@ -10,6 +10,7 @@
 use crate::range::GpuRange;
 use crate::stats::{ErrorKind, Failure, STATS};
 use crate::sys;
+use core::marker::PhantomData;
 use core::mem::ManuallyDrop;
 use core::ptr::NonNull;
 use core::sync::atomic::Ordering;
@@ -18,8 +19,9 @@ use kernel::{bindings, error::to_result, ffi::c_void, prelude::*, types::Foreign
 /// What the provider's free callback does with the data it was given.
 pub(crate) trait FreeCallback {
     /// The data handed to the provider with the pin. The provider owns it
-    /// until it calls the callback, or until the pages are put successfully.
-    type Data: ForeignOwnable;
+    /// until it calls the callback, or until the pages are put successfully;
+    /// it is dropped on whichever thread gets it back.
+    type Data: ForeignOwnable + Send;
 
     /// Called by the provider when the application frees the memory
     /// (cudaFree, process exit), with the provider's lock held. After this
@@ -32,7 +34,7 @@ pub(crate) trait FreeCallback {
 /// # Safety
 ///
 /// Called by the provider only, once at most, with the `data` that
-/// [`PageTable::pin_invalidating::<T>`] passed, and only while the pages
+/// [`PageTable::<T>::pin_invalidating`] passed, and only while the pages
 /// were not put successfully.
 unsafe extern "C" fn free_callback<T: FreeCallback>(data: *mut c_void) {
     // SAFETY: `data` came from `T::Data::into_foreign` and, by the function's
@@ -55,12 +57,6 @@ unsafe fn reclaim_callback_data<T: FreeCallback>(data: *const c_void) {
     drop(unsafe { T::Data::from_foreign(data) });
 }
 
-/// The free callback's data, owned by the provider while pinned.
-struct CallbackData {
-    data: *const c_void,
-    reclaim: unsafe fn(*const c_void),
-}
-
 /// Whether a version word is compatible with ours (same major, minor not
 /// older).
 pub(crate) const fn version_compatible(theirs: u32, ours: u32) -> bool {
@@ -77,30 +73,41 @@ pub(crate) const fn page_size_name(page_size: u32) -> &'static str {
     }
 }
 
-/// A range of GPU memory pinned through the P2P API.
+/// A range of GPU memory pinned through the P2P API, by a user whose free
+/// callback is `T`'s.
 ///
 /// # Invariants
 ///
-/// `ptr` is the page table that `nvidia_p2p_get_pages` (with `callback`) or
-/// `nvidia_p2p_get_pages_persistent` (without) returned for `range`, and it
-/// has been neither put nor freed. Its pages are counted in the statistics.
-pub(crate) struct PageTable {
+/// `ptr` is the page table that `nvidia_p2p_get_pages` (with
+/// `free_callback::<T>` and the data `callback`, which came from
+/// `T::Data::into_foreign` and which the provider owns) or
+/// `nvidia_p2p_get_pages_persistent` (with `callback` `None`) returned for
+/// `range`, and it has been neither put nor freed. Its pages are counted in
+/// the statistics.
+pub(crate) struct PageTable<T: FreeCallback> {
     ptr: NonNull<sys::nvidia_p2p_page_table>,
     range: GpuRange,
-    callback: Option<CallbackData>,
+    callback: Option<NonNull<c_void>>,
+    _callback: PhantomData<fn(T)>,
 }
 
 // SAFETY: the page table is a provider object usable from any thread; the
-// callback data is only moved, never dereferenced here.
-unsafe impl Send for PageTable {}
+// callback data is never dereferenced here, only dropped once given back,
+// and it is `Send` (`FreeCallback::Data`).
+unsafe impl<T: FreeCallback> Send for PageTable<T> {}
 
-impl PageTable {
+impl<T: FreeCallback> PageTable<T> {
     /// Pins `range` with a free callback carrying `data`.
-    pub(crate) fn pin_invalidating<T: FreeCallback>(
+    pub(crate) fn pin_invalidating(
         range: GpuRange,
         data: T::Data,
     ) -> core::result::Result<Self, Error> {
         let data = data.into_foreign();
+        let Some(callback) = NonNull::new(data.cast_mut()) else {
+            // SAFETY: `data` came from `into_foreign` and nobody else has it.
+            unsafe { reclaim_callback_data::<T>(data) };
+            return Err(EINVAL);
+        };
         let mut ptr = core::ptr::null_mut();
         // SAFETY: FFI call; `ptr` is a valid out-pointer, `free_callback::<T>`
         // matches the callback type and is given the data it expects.
@@ -117,14 +124,7 @@ impl PageTable {
         };
         let pinned = to_result(rc).and_then(|()| NonNull::new(ptr).ok_or(EINVAL));
         match pinned {
-            Ok(ptr) => Ok(Self::new(
-                ptr,
-                range,
-                Some(CallbackData {
-                    data,
-                    reclaim: reclaim_callback_data::<T>,
-                }),
-            )),
+            Ok(ptr) => Ok(Self::new(ptr, range, Some(callback))),
             Err(e) => {
                 // SAFETY: the pin failed, so the provider never took the data.
                 unsafe { reclaim_callback_data::<T>(data) };
@@ -153,7 +153,7 @@ impl PageTable {
     fn new(
         ptr: NonNull<sys::nvidia_p2p_page_table>,
         range: GpuRange,
-        callback: Option<CallbackData>,
+        callback: Option<NonNull<c_void>>,
     ) -> Self {
         STATS
             .pinned_pages
@@ -164,6 +164,7 @@ impl PageTable {
             ptr,
             range,
             callback,
+            _callback: PhantomData,
         }
     }
 
@@ -236,10 +237,11 @@ impl PageTable {
         }
         let this = ManuallyDrop::new(self);
         this.uncount();
-        if let Some(cb) = &this.callback {
-            // SAFETY: the pages were put, so the provider never calls the
+        if let Some(data) = this.callback {
+            // SAFETY: the data came from `T::Data::into_foreign` (type
+            // invariant); the pages were put, so the provider never calls the
             // callback and gives the data back.
-            unsafe { (cb.reclaim)(cb.data) };
+            unsafe { reclaim_callback_data::<T>(data.as_ptr()) };
         }
         Ok(())
     }
@@ -277,14 +279,15 @@ impl PageTable {
     }
 }
 
-impl Drop for PageTable {
+impl<T: FreeCallback> Drop for PageTable<T> {
     fn drop(&mut self) {
         // Unpin through a copy of the handle; on failure the pages stay
         // pinned (and counted) and the provider keeps the callback data.
-        let this = PageTable {
+        let this = PageTable::<T> {
             ptr: self.ptr,
             range: self.range,
             callback: self.callback.take(),
+            _callback: PhantomData,
         };
         if let Err((leaked, e)) = this.unpin() {
             STATS.error(ErrorKind::PutPages);
@@ -327,17 +330,17 @@ impl PciDevice {
     }
 }
 
-/// A DMA mapping of a page table for a PCI device.
+/// A DMA mapping of a page table for a PCI device. It has no `Drop`: the
+/// [`Pinned`] that owns it unmaps it, with its page table.
 ///
 /// # Invariants
 ///
 /// `ptr` is the mapping that `nvidia_p2p_dma_map_pages(peer, page_table)`
-/// returned, neither unmapped nor freed; `page_table` outlives it (it is the
-/// page table of the [`Pinned`] that owns this mapping).
+/// returned for the page table of the [`Pinned`] that owns this mapping,
+/// neither unmapped nor freed.
 struct DmaMapping {
     ptr: NonNull<sys::nvidia_p2p_dma_mapping>,
     peer: PciDevice,
-    page_table: NonNull<sys::nvidia_p2p_page_table>,
 }
 
 // SAFETY: the mapping is a provider object usable from any thread.
@@ -349,20 +352,23 @@ impl DmaMapping {
         unsafe { self.ptr.as_ref() }
     }
 
-    fn unmap(self) -> core::result::Result<(), (Self, Error)> {
+    /// Unmaps; `page_table` is the one mapped (the owner's).
+    fn unmap(
+        self,
+        page_table: NonNull<sys::nvidia_p2p_page_table>,
+    ) -> core::result::Result<(), (Self, Error)> {
         // SAFETY: FFI call with the objects the mapping was made from, all
         // alive by the type invariant.
         let rc = unsafe {
             sys::nvidia_p2p_dma_unmap_pages(
                 self.peer.0.as_ptr(),
-                self.page_table.as_ptr(),
+                page_table.as_ptr(),
                 self.ptr.as_ptr(),
             )
         };
         match to_result(rc) {
             Ok(()) => {
                 STATS.mappings.fetch_sub(1, Ordering::Relaxed);
-                core::mem::forget(self);
                 Ok(())
             }
             Err(e) => Err((self, e)),
@@ -373,11 +379,10 @@ impl DmaMapping {
     ///
     /// The provider has called the free callback of the mapped page table.
     unsafe fn free_dead(self) {
-        let this = ManuallyDrop::new(self);
         STATS.mappings.fetch_sub(1, Ordering::Relaxed);
         // SAFETY: FFI call; the free callback of the page table has run
         // (function's safety requirements).
-        let rc = unsafe { sys::nvidia_p2p_free_dma_mapping(this.ptr.as_ptr()) };
+        let rc = unsafe { sys::nvidia_p2p_free_dma_mapping(self.ptr.as_ptr()) };
         if let Err(e) = to_result(rc) {
             STATS.error(ErrorKind::Free);
             pr_err!("nvidia_p2p_free_dma_mapping failed ({:?})\n", e);
@@ -385,35 +390,29 @@ impl DmaMapping {
     }
 }
 
-impl Drop for DmaMapping {
+/// Pinned GPU memory and, once mapped, its DMA mapping. Dropping it unmaps
+/// and unpins.
+pub(crate) struct Pinned<T: FreeCallback> {
+    mapping: Option<DmaMapping>,
+    page_table: PageTable<T>,
+}
+
+impl<T: FreeCallback> Drop for Pinned<T> {
     fn drop(&mut self) {
-        let this = DmaMapping {
-            ptr: self.ptr,
-            peer: self.peer,
-            page_table: self.page_table,
-        };
-        if let Err((leaked, e)) = this.unmap() {
+        // Unmap first; the page table is unpinned when its field drops.
+        if let Err(e) = self.unmap() {
             STATS.error(ErrorKind::DmaUnmap);
             pr_err!(
                 "nvidia_p2p_dma_unmap_pages failed ({:?}): mapping left\n",
                 e
             );
-            core::mem::forget(leaked);
         }
     }
 }
 
-/// Pinned GPU memory and, once mapped, its DMA mapping. Dropping it unmaps
-/// and unpins.
-pub(crate) struct Pinned {
-    // Declared first: dropped (unmapped) before the page table is unpinned.
-    mapping: Option<DmaMapping>,
-    page_table: PageTable,
-}
-
-impl Pinned {
+impl<T: FreeCallback> Pinned<T> {
     /// Pinned memory, not mapped yet.
-    pub(crate) fn new(page_table: PageTable) -> Self {
+    pub(crate) fn new(page_table: PageTable<T>) -> Self {
         Self {
             mapping: None,
             page_table,
@@ -447,11 +446,7 @@ impl Pinned {
         let ptr = NonNull::new(ptr).ok_or(Failure::new(ErrorKind::DmaMap, EINVAL))?;
         STATS.mappings.fetch_add(1, Ordering::Relaxed);
         // INVARIANT: just mapped from this page table, which `self` owns.
-        let mapping = DmaMapping {
-            ptr,
-            peer,
-            page_table: self.page_table.ptr,
-        };
+        let mapping = DmaMapping { ptr, peer };
         let range = self.range();
         let m = self.mapping.insert(mapping).raw();
         if !version_compatible(m.version, sys::NVIDIA_P2P_DMA_MAPPING_VERSION) {
@@ -490,11 +485,21 @@ impl Pinned {
     pub(crate) fn unmap(&mut self) -> Result {
         match self.mapping.take() {
             None => Ok(()),
-            Some(mapping) => mapping.unmap().map_err(|(mapping, e)| {
+            Some(mapping) => mapping.unmap(self.page_table.ptr).map_err(|(mapping, e)| {
                 self.mapping = Some(mapping);
                 e
             }),
         }
+    }
+
+    /// Takes the mapping and the page table out, without running `Drop`.
+    fn into_parts(self) -> (Option<DmaMapping>, PageTable<T>) {
+        let mut this = ManuallyDrop::new(self);
+        let mapping = this.mapping.take();
+        // SAFETY: `this` is never used or dropped again, so the page table is
+        // moved out exactly once.
+        let page_table = unsafe { core::ptr::read(&this.page_table) };
+        (mapping, page_table)
     }
 
     /// Unmaps and unpins. On failure everything still held is handed back.
@@ -502,10 +507,7 @@ impl Pinned {
         if let Err(e) = self.unmap() {
             return Err((self, e));
         }
-        let Pinned {
-            mapping: _,
-            page_table,
-        } = self;
+        let (_, page_table) = self.into_parts();
         page_table.unpin().map_err(|(page_table, e)| {
             (
                 Pinned {
@@ -524,10 +526,7 @@ impl Pinned {
     ///
     /// The provider has called the free callback of this page table.
     pub(crate) unsafe fn free_dead(self) {
-        let Pinned {
-            mapping,
-            page_table,
-        } = self;
+        let (mapping, page_table) = self.into_parts();
         if let Some(mapping) = mapping {
             // SAFETY: the page table's free callback ran (function's safety
             // requirements): the mapping is dead.

@@ -16,26 +16,34 @@
 //! The provider is never called with our lock held: the free callback runs
 //! under the provider's lock, and so do its unpin calls.
 //!
-//! The invalidation (the free callback) is recorded with the task running
-//! it: dma_unmap/put_pages called by the core from inside it (same task), or
-//! while or after it runs (other tasks), do nothing; the callback frees the
-//! dead mapping and page table once the core's invalidate returned. Whoever
-//! holds the resources when the invalidation ends frees them.
+//! Once an invalidation (the free callback) starts, dma_unmap/put_pages
+//! called by the core from inside it (same task), or while or after it runs
+//! (other tasks), do nothing; the callback frees the dead mapping and page
+//! table once the core's invalidate returned. Whoever holds the resources
+//! when the invalidation ends frees them.
+//!
+//! The live registrations are also linked into the [`registry`] (debugfs),
+//! through links inside the registration itself.
 
 use crate::core_client::INVALIDATION;
 use crate::module_ref::ModuleRef;
-use crate::p2p::{FreeCallback, PageTable, PciDevice, Pinned};
+use crate::p2p::{FreeCallback, PageTable, PciDevice};
 use crate::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::registry;
 use crate::sg::{SgPlan, SgTable};
 use crate::stats::{self, ErrorKind, Failure, STATS};
 use core::fmt;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
-    bindings, new_spinlock,
+    bindings,
+    list::{impl_has_list_links, impl_list_arc_safe, impl_list_item, ListArc, ListLinks},
+    new_spinlock,
     prelude::*,
     sync::{Arc, ArcBorrow, SpinLock},
 };
+
+/// Pinned pages of a registration (its free callback is the registration's).
+type Pinned = crate::p2p::Pinned<Registration>;
 
 /// How a registration pins its pages.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -60,8 +68,8 @@ impl PinKind {
 enum Invalidation {
     /// No free callback so far.
     None,
-    /// The free callback runs on the task at this address.
-    Running(usize),
+    /// The free callback is running.
+    Running,
     /// The free callback has finished: nothing is pinned any more.
     Done,
 }
@@ -75,39 +83,58 @@ enum Op {
     Unpinning,
 }
 
-/// The mutable part of a registration.
+/// The mutable part of a registration. Kept small (flat fields, no
+/// `Option<u64>`): the whole registration fits a 192-byte allocation even
+/// with lockdep's spinlock (see the KUnit case `registration_size`).
 struct State {
     /// The pinned pages, unless none or `in_flight`.
     pinned: Option<Pinned>,
+    /// The SG table given to the core, freed at release.
+    sg: Option<SgTable>,
+    /// The core's ticket, from get_pages; valid when `has_core_context`.
+    core_context: u64,
+    has_core_context: bool,
     /// The operation holding the resources outside the lock, if any.
     in_flight: Option<Op>,
     invalidation: Invalidation,
-    /// The core's ticket, from get_pages.
-    core_context: Option<u64>,
-    /// The SG table given to the core, freed at release.
-    sg: Option<SgTable>,
     /// Whether the core released the registration.
     released: bool,
 }
 
-/// Address of the current task, to recognise calls made from inside our
-/// own free callback.
-fn current_task() -> usize {
-    let task: &kernel::task::Task = current!();
-    core::ptr::from_ref(task) as usize
+impl State {
+    /// The core's ticket, if get_pages gave one.
+    fn core_context(&self) -> Option<u64> {
+        self.has_core_context.then_some(self.core_context)
+    }
 }
 
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 
 /// One registration (one acquire).
 #[pin_data]
 pub(crate) struct Registration {
-    id: u64,
-    kind: PinKind,
-    range: GpuRange,
     #[pin]
     state: SpinLock<State>,
+    /// Links in the [`registry`]'s list.
+    #[pin]
+    links: ListLinks,
+    range: GpuRange,
+    /// For the log and debugfs only (wraps after 2^32 registrations).
+    id: u32,
+    kind: PinKind,
     _module: ModuleRef,
+}
+
+impl_has_list_links! {
+    impl HasListLinks<0> for Registration { self.links }
+}
+impl_list_arc_safe! {
+    // The only `ListArc` is made with the registration and goes to the
+    // registry.
+    impl ListArcSafe<0> for Registration { untracked; }
+}
+impl_list_item! {
+    impl ListItem<0> for Registration { using ListLinks; }
 }
 
 /// What to do with resources handed back after a failed provider call.
@@ -146,22 +173,26 @@ impl Registration {
     ) -> core::result::Result<Option<Arc<Self>>, Failure> {
         let range = GpuRange::new(addr, size).map_err(|e| Failure::new(ErrorKind::Range, e))?;
         let module = ModuleRef::try_get().ok_or(Failure::new(ErrorKind::ModuleGoing, ENODEV))?;
-        let this = Arc::pin_init(
-            pin_init!(Self {
-                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-                kind,
-                range,
+        // Born with the probe in flight: a free callback firing during the
+        // probe only records the invalidation.
+        let this = ListArc::pin_init(
+            try_pin_init!(Self {
                 state <- new_spinlock!(
                     State {
                         pinned: None,
-                        in_flight: None,
-                        invalidation: Invalidation::None,
-                        core_context: None,
                         sg: None,
+                        core_context: 0,
+                        has_core_context: false,
+                        in_flight: Some(Op::Pinning),
+                        invalidation: Invalidation::None,
                         released: false,
                     },
                     "nvidia_peermem_rs:registration"
                 ),
+                links <- ListLinks::new(),
+                range,
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                kind,
                 _module: module,
             }),
             GFP_KERNEL,
@@ -169,11 +200,10 @@ impl Registration {
         .map_err(|e| Failure::new(ErrorKind::NoMemory, e))?;
 
         // Probe: is the range pinnable GPU memory? Pin and unpin at once.
-        this.state.lock().in_flight = Some(Op::Pinning);
         let probe = match Self::pin_pages(this.as_arc_borrow()) {
             Ok(page_table) => page_table,
             Err(e) => {
-                this.state.lock().in_flight = None;
+                // Nobody else holds the registration: it goes with `this`.
                 if kind == PinKind::Persistent && e == ENOTSUPP {
                     pr_warn!(
                         "[{:#x}, {:#x}): the persistent P2P API is not supported (MIG or vGPU?); load with persistent_api_support=0\n",
@@ -186,46 +216,51 @@ impl Registration {
                 return Ok(None);
             }
         };
-        this.unpin_in_flight(Pinned::new(probe));
-        if this.state.lock().invalidation != Invalidation::None {
+        if this.unpin_in_flight(Pinned::new(probe)) {
             // Freed while we probed it: no longer GPU memory.
             return Ok(None);
         }
-        registry::insert(this.clone()).map_err(|e| Failure::new(ErrorKind::NoMemory, e))?;
-        Ok(Some(this))
+        let core_ref = this.clone_arc();
+        registry::insert(this);
+        Ok(Some(core_ref))
     }
 
     /// Pins the range the way this registration's kind does; with a free
     /// callback, the provider gets its own reference to the registration.
-    fn pin_pages(this: ArcBorrow<'_, Self>) -> Result<PageTable> {
+    fn pin_pages(this: ArcBorrow<'_, Self>) -> Result<PageTable<Self>> {
         match this.kind {
             PinKind::Persistent => PageTable::pin_persistent(this.range),
-            PinKind::Invalidating => {
-                PageTable::pin_invalidating::<Registration>(this.range, Arc::from(this))
-            }
+            PinKind::Invalidating => PageTable::pin_invalidating(this.range, Arc::from(this)),
         }
     }
 
-    /// Ends an in-flight operation that holds `pinned`: keeps it, unless the
-    /// free callback has finished meanwhile, in which case it is dead and is
-    /// freed. Returns whether an invalidation started.
-    fn finish_in_flight(&self, pinned: Pinned) -> bool {
-        let (invalidated, hand_back) = {
+    /// Ends an in-flight operation that holds `pinned` (and, for dma_map, the
+    /// new SG table `sg`): keeps them, unless an invalidation started
+    /// meanwhile. Then the SG table is freed, and so are the pinned pages if
+    /// the free callback has finished (they are dead); a running callback
+    /// frees them itself. Returns whether an invalidation started.
+    fn finish_in_flight(&self, pinned: Pinned, sg: Option<SgTable>) -> bool {
+        let (invalidated, hand_back, unused_sg) = {
             let mut st = self.state.lock();
             st.in_flight = None;
             match st.invalidation {
-                Invalidation::Done => (true, HandBack::FreeDead(pinned)),
-                Invalidation::Running(_) => {
+                Invalidation::Done => (true, HandBack::FreeDead(pinned), sg),
+                Invalidation::Running => {
                     // The callback frees it after the core's invalidate.
                     st.pinned = Some(pinned);
-                    (true, HandBack::Kept)
+                    (true, HandBack::Kept, sg)
                 }
                 Invalidation::None => {
                     st.pinned = Some(pinned);
-                    (false, HandBack::Kept)
+                    let replaced = match sg {
+                        Some(sg) => st.sg.replace(sg),
+                        None => None,
+                    };
+                    (false, HandBack::Kept, replaced)
                 }
             }
         };
+        drop(unused_sg);
         if let HandBack::FreeDead(pinned) = hand_back {
             // SAFETY: the invalidation is `Done`: the provider called the free
             // callback of this page table.
@@ -236,14 +271,18 @@ impl Registration {
 
     /// Unpins `pinned`, taken out of the state by an operation in flight. A
     /// failure hands it back to the state, or frees it dead if the free
-    /// callback has finished meanwhile.
-    fn unpin_in_flight(&self, pinned: Pinned) {
+    /// callback has finished meanwhile. Returns whether an invalidation
+    /// started.
+    fn unpin_in_flight(&self, pinned: Pinned) -> bool {
         match pinned.unpin() {
             Ok(()) => {
-                self.state.lock().in_flight = None;
+                let mut st = self.state.lock();
+                st.in_flight = None;
+                st.invalidation != Invalidation::None
             }
             Err((pinned, e)) => {
-                if !self.finish_in_flight(pinned) {
+                let invalidated = self.finish_in_flight(pinned, None);
+                if !invalidated {
                     STATS.error(ErrorKind::PutPages);
                     pr_err!(
                         "registration {}: unpinning [{:#x}, {:#x}) failed ({:?}); kept for a retry\n",
@@ -253,6 +292,7 @@ impl Registration {
                         e
                     );
                 }
+                invalidated
             }
         }
     }
@@ -298,7 +338,8 @@ impl Registration {
                 return Err(Failure::new(ErrorKind::Sequence, EINVAL));
             }
             st.in_flight = Some(Op::Pinning);
-            st.core_context = Some(core_context);
+            st.core_context = core_context;
+            st.has_core_context = true;
         }
         let page_table = match Self::pin_pages(this) {
             Ok(page_table) => page_table,
@@ -318,7 +359,7 @@ impl Registration {
             this.unpin_in_flight(Pinned::new(page_table));
             return Err(f);
         }
-        if this.finish_in_flight(Pinned::new(page_table)) {
+        if this.finish_in_flight(Pinned::new(page_table), None) {
             return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
         }
         Ok(())
@@ -379,7 +420,7 @@ impl Registration {
             Err(f) => {
                 // Leave it pinned, not mapped: the core calls put_pages.
                 let unmapped = pinned.unmap();
-                self.finish_in_flight(pinned);
+                self.finish_in_flight(pinned, None);
                 if let Err(e) = unmapped {
                     STATS.error(ErrorKind::DmaUnmap);
                     pr_err!(
@@ -391,12 +432,13 @@ impl Registration {
                 return Err(f);
             }
         };
-        if self.finish_in_flight(pinned) {
+        let (raw, entries) = (sg.raw(), sg.entries());
+        // Kept in the state with the mapping (one lock round trip), or freed
+        // if the memory died meanwhile.
+        if self.finish_in_flight(pinned, Some(sg)) {
             return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
         }
-        let entries = sg.entries();
-        *sg_head = sg.raw();
-        self.state.lock().sg = Some(sg);
+        *sg_head = raw;
         Ok(entries)
     }
 
@@ -438,7 +480,7 @@ impl Registration {
             STATS.error(ErrorKind::DmaUnmap);
             pr_err!("registration {}: dma_unmap failed ({:?})\n", self.id, e);
         }
-        self.finish_in_flight(pinned);
+        self.finish_in_flight(pinned, None);
     }
 
     /// The core's put_pages.
@@ -459,7 +501,9 @@ impl Registration {
     /// one).
     pub(crate) fn release(this: Arc<Self>) {
         stats::inc(&STATS.released);
-        registry::remove(&this);
+        // Not the last reference (`this` is another): dropping it frees
+        // nothing.
+        drop(registry::remove(&this));
         let (sg, leftover) = {
             let mut st = this.state.lock();
             st.released = true;
@@ -489,13 +533,13 @@ impl Registration {
             if st.invalidation != Invalidation::None {
                 return;
             }
-            st.invalidation = Invalidation::Running(current_task());
+            st.invalidation = Invalidation::Running;
             // Only a live registration known to the core is invalidated: not
             // the probe of acquire, not one the core is tearing down or
             // still setting up on another thread (that thread sees the
             // invalidation and fails or skips).
             if st.in_flight.is_none() && st.pinned.is_some() && !st.released {
-                st.core_context
+                st.core_context()
             } else {
                 None
             }
@@ -527,7 +571,7 @@ impl Registration {
         let (state, mapped) = {
             let st = self.state.lock();
             let state = match (st.invalidation, st.in_flight, &st.pinned) {
-                (Invalidation::Running(_), _, _) => "invalidating",
+                (Invalidation::Running, _, _) => "invalidating",
                 (Invalidation::Done, _, _) => "invalidated",
                 (_, Some(Op::Pinning), _) => "pinning",
                 (_, Some(Op::Mapping), _) => "mapping",

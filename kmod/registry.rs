@@ -2,37 +2,54 @@
 
 //! The table of live registrations (acquired and not yet released), for
 //! debugfs. A registration enters it at acquire and leaves it at release.
+//!
+//! An intrusive list ([`List`]) under the C shim's spinlock: inserting and
+//! removing are O(1) and allocate nothing (the links live in the
+//! registration).
 
 use crate::registration::Registration;
 use crate::sys;
 use core::cell::UnsafeCell;
-use core::ops::{Deref, DerefMut};
-use kernel::{prelude::*, sync::Arc};
+use kernel::{
+    list::{List, ListArc},
+    sync::{Arc, ArcBorrow},
+};
 
-/// The table, guarded by the C shim's mutex.
+/// The list and its length.
+struct Entries {
+    list: List<Registration>,
+    len: usize,
+}
+
+/// The table, guarded by the C shim's spinlock.
 ///
 /// # Invariants
 ///
 /// `entries` is only accessed through a [`RegistryGuard`], i.e. with
-/// `pm_registry_mutex` held.
+/// `pm_registry_lock` held. `len` is the number of registrations in `list`.
+/// A [`Registration`] is never put in any other list with ID 0.
 struct Registry {
-    entries: UnsafeCell<KVec<Arc<Registration>>>,
+    entries: UnsafeCell<Entries>,
 }
 
-// SAFETY: access is serialised by the mutex (type invariant), and the
+// SAFETY: access is serialised by the spinlock (type invariant), and the
 // entries are `Send + Sync`.
 unsafe impl Sync for Registry {}
 
 static REGISTRY: Registry = Registry {
-    entries: UnsafeCell::new(KVec::new()),
+    entries: UnsafeCell::new(Entries {
+        list: List::new(),
+        len: 0,
+    }),
 };
 
-/// Exclusive access to the table; unlocks when dropped.
+/// Exclusive access to the table; unlocks when dropped. Holds a spinlock:
+/// nothing may sleep while it lives.
 pub(crate) struct RegistryGuard {
     _not_send: core::marker::PhantomData<*mut ()>,
 }
 
-/// Locks the table (may sleep).
+/// Locks the table.
 pub(crate) fn lock() -> RegistryGuard {
     // SAFETY: FFI call; paired with the unlock in `RegistryGuard::drop`.
     unsafe { sys::pm_shim_registry_lock() };
@@ -41,68 +58,56 @@ pub(crate) fn lock() -> RegistryGuard {
     }
 }
 
-impl Deref for RegistryGuard {
-    type Target = KVec<Arc<Registration>>;
-
-    fn deref(&self) -> &Self::Target {
-        // SAFETY: the mutex is held while the guard lives (type invariant).
+impl RegistryGuard {
+    fn entries(&self) -> &Entries {
+        // SAFETY: the spinlock is held while the guard lives (type invariant).
         unsafe { &*REGISTRY.entries.get() }
     }
-}
 
-impl DerefMut for RegistryGuard {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        // SAFETY: the mutex is held while the guard lives, and this guard is
-        // the only one (type invariant).
+    fn entries_mut(&mut self) -> &mut Entries {
+        // SAFETY: the spinlock is held while the guard lives, and this guard
+        // is the only one (type invariant).
         unsafe { &mut *REGISTRY.entries.get() }
+    }
+
+    /// Number of live registrations.
+    pub(crate) fn len(&self) -> usize {
+        self.entries().len
+    }
+
+    /// The live registrations, oldest first.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = ArcBorrow<'_, Registration>> {
+        self.entries().list.iter()
     }
 }
 
 impl Drop for RegistryGuard {
     fn drop(&mut self) {
-        // SAFETY: FFI call; the mutex was locked by `lock`.
+        // SAFETY: FFI call; the spinlock was locked by `lock`.
         unsafe { sys::pm_shim_registry_unlock() };
     }
 }
 
-/// Adds a registration.
-pub(crate) fn insert(registration: Arc<Registration>) -> Result {
-    lock().push(registration, GFP_KERNEL)?;
-    Ok(())
+/// Adds a registration (its one list reference).
+pub(crate) fn insert(registration: ListArc<Registration>) {
+    let mut guard = lock();
+    let entries = guard.entries_mut();
+    entries.list.push_back(registration);
+    entries.len += 1;
 }
 
-/// Removes a registration; returns whether it was there.
-pub(crate) fn remove(registration: &Registration) -> bool {
-    let removed = {
-        let mut entries = lock();
-        let found = entries
-            .iter()
-            .position(|r| core::ptr::eq(&**r, registration));
-        let removed = found.map(|i| swap_remove(&mut entries, i));
-        if entries.is_empty() {
-            // Give the buffer back: a static is never dropped.
-            drop(core::mem::replace(&mut *entries, KVec::new()));
-        }
-        removed
-    };
-    // The reference, if any, drops here, outside the lock.
-    removed.is_some()
+/// Removes a registration; returns the table's reference if it was there.
+/// The caller drops it after the lock is released.
+pub(crate) fn remove(registration: &Registration) -> Option<Arc<Registration>> {
+    let mut guard = lock();
+    let entries = guard.entries_mut();
+    // SAFETY: registrations are only ever put in this list (type invariant).
+    let removed = unsafe { entries.list.remove(registration) }?;
+    entries.len -= 1;
+    Some(removed.into_arc())
 }
 
 /// Number of live registrations.
 pub(crate) fn count() -> usize {
     lock().len()
-}
-
-/// Removes entry `index` (which must exist) by moving the last entry into
-/// its place; returns it.
-fn swap_remove<T>(entries: &mut KVec<T>, index: usize) -> T {
-    let last = entries.len() - 1;
-    entries.as_mut_slice().swap(index, last);
-    // SAFETY: `last` is in bounds; the value is read out once and the length
-    // shrinks right after, so it is never read or dropped again in the vector.
-    let value = unsafe { core::ptr::read(entries.as_ptr().add(last)) };
-    // SAFETY: `last < len`, and the element at `last` was moved out above.
-    unsafe { entries.set_len(last) };
-    value
 }

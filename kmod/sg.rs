@@ -7,6 +7,7 @@
 //! C header: [`include/linux/scatterlist.h`](srctree/include/linux/scatterlist.h)
 
 use crate::sys;
+use core::ptr::NonNull;
 use kernel::{bindings, error::to_result, prelude::*};
 
 /// The longest entry a coalesced run may make: the largest multiple of
@@ -56,14 +57,18 @@ impl Iterator for SgPlan<'_> {
     }
 }
 
-/// A scatter-gather table allocated and filled by this module.
+/// A scatter-gather table allocated and filled by this module, kept as the
+/// three words of its `sg_table`.
 ///
 /// # Invariants
 ///
-/// `table` was set up by `sg_alloc_table` with `nents` entries, each filled
-/// with a DMA address and length; it is freed only by `Drop`.
+/// `{ sgl, nents, orig_nents }` is an `sg_table` that `sg_alloc_table` set
+/// up with `nents` entries, each filled with a DMA address and length; it is
+/// freed only by `Drop`.
 pub(crate) struct SgTable {
-    table: bindings::sg_table,
+    sgl: NonNull<bindings::scatterlist>,
+    nents: u32,
+    orig_nents: u32,
 }
 
 // SAFETY: the table is plain memory owned by this value.
@@ -79,9 +84,18 @@ impl SgTable {
         let mut table = bindings::sg_table::default();
         // SAFETY: FFI call on a zeroed table we own.
         to_result(unsafe { bindings::sg_alloc_table(&mut table, entries, bindings::GFP_KERNEL) })?;
+        let Some(sgl) = NonNull::new(table.sgl) else {
+            // SAFETY: set up by `sg_alloc_table` just above, not freed.
+            unsafe { bindings::sg_free_table(&mut table) };
+            return Err(ENOMEM);
+        };
         // INVARIANT: allocated with `entries` entries, filled below.
-        let this = Self { table };
-        let mut sg = this.table.sgl;
+        let this = Self {
+            sgl,
+            nents: table.nents,
+            orig_nents: table.orig_nents,
+        };
+        let mut sg = this.sgl.as_ptr();
         for (address, len) in plan {
             if sg.is_null() {
                 return Err(EINVAL);
@@ -101,26 +115,27 @@ impl SgTable {
     /// The table to give the core (it shares our entries).
     pub(crate) fn raw(&self) -> bindings::sg_table {
         bindings::sg_table {
-            sgl: self.table.sgl,
-            nents: self.table.nents,
-            orig_nents: self.table.orig_nents,
+            sgl: self.sgl.as_ptr(),
+            nents: self.nents,
+            orig_nents: self.orig_nents,
         }
     }
 
     /// Number of entries.
     pub(crate) fn entries(&self) -> u32 {
-        self.table.nents
+        self.nents
     }
 
     /// Whether `table` shares our entries.
     pub(crate) fn is(&self, table: &bindings::sg_table) -> bool {
-        table.sgl == self.table.sgl
+        table.sgl == self.sgl.as_ptr()
     }
 }
 
 impl Drop for SgTable {
     fn drop(&mut self) {
-        // SAFETY: allocated by `sg_alloc_table` and not freed (invariant).
-        unsafe { bindings::sg_free_table(&mut self.table) };
+        let mut table = self.raw();
+        // SAFETY: the table `sg_alloc_table` set up, not freed (invariant).
+        unsafe { bindings::sg_free_table(&mut table) };
     }
 }

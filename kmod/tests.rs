@@ -774,6 +774,17 @@ fn debugfs_lines_and_counters() {
     mock::reset(0);
 }
 
+/// The registration's allocation (its `Arc`: an 8-byte header) stays in
+/// the 192-byte kmalloc class, like the C reference client's context, as
+/// long as a spinlock takes at most 64 bytes (lockdep without lock
+/// statistics; 4 bytes without lockdep).
+fn registration_size() {
+    use crate::registration::Registration;
+    use core::mem::size_of;
+    use kernel::sync::SpinLock;
+    check!(size_of::<SpinLock<()>>() > 64 || size_of::<Registration>() + 8 <= 192);
+}
+
 kunit_suite!(
     "nvidia_peermem_rs",
     [
@@ -796,5 +807,6 @@ kunit_suite!(
         release_during_invalidation,
         freed_while_pinning,
         debugfs_lines_and_counters,
+        registration_size,
     ]
 );
