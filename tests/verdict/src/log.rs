@@ -90,7 +90,9 @@ pub fn clean_line(raw: &str) -> &str {
         if let Some(end) = rest.find(']') {
             let stamp = &rest[..end];
             if !stamp.is_empty() && stamp.trim().chars().all(|c| c.is_ascii_digit() || c == '.') {
-                return rest[end + 1..].strip_prefix(' ').unwrap_or(&rest[end + 1..]);
+                return rest[end + 1..]
+                    .strip_prefix(' ')
+                    .unwrap_or(&rest[end + 1..]);
             }
         }
     }
@@ -189,7 +191,11 @@ pub fn analyse(text: &str) -> LogFacts {
             continue;
         }
         if let Some(rest) = line.strip_prefix("PEERMEM-KUNIT-MISSING ") {
-            facts.kunit.entry(rest.trim().to_string()).or_default().missing = true;
+            facts
+                .kunit
+                .entry(rest.trim().to_string())
+                .or_default()
+                .missing = true;
             continue;
         }
         if let Some(suite) = &in_kunit {
@@ -197,7 +203,12 @@ pub fn analyse(text: &str) -> LogFacts {
                 // The suite's own closing line names the suite: not a case.
                 if name == *suite {
                     if !ok {
-                        facts.kunit.entry(suite.clone()).or_default().failed.push(name);
+                        facts
+                            .kunit
+                            .entry(suite.clone())
+                            .or_default()
+                            .failed
+                            .push(name);
                     }
                     continue;
                 }
@@ -241,7 +252,16 @@ SCENARIO-RESULT quoted pass note=WARNING:
         let kinds: Vec<_> = facts.splats.iter().map(|s| s.kind).collect();
         assert_eq!(
             kinds,
-            vec!["warning", "bug", "warning", "kmemleak", "hung_task", "bug", "rcu_stall", "oops"]
+            vec![
+                "warning",
+                "bug",
+                "warning",
+                "kmemleak",
+                "hung_task",
+                "bug",
+                "rcu_stall",
+                "oops"
+            ]
         );
         assert!(facts.scenarios["quoted"].passed);
     }

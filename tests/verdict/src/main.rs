@@ -51,7 +51,10 @@ fn check(args: &[String]) -> Result<bool, String> {
     summary::render(std::slice::from_ref(&v), &mut out);
     let (passed, failed) = v.counts();
     print!("{out}");
-    println!("suite {}: {passed} passed, {failed} failed (log: {log_path})", suite.name);
+    println!(
+        "suite {}: {passed} passed, {failed} failed (log: {log_path})",
+        suite.name
+    );
     if let Some(json) = opt(args, "--json") {
         let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
         std::fs::write(&json, text).map_err(|e| format!("cannot write {json}: {e}"))?;

@@ -105,7 +105,11 @@ pub fn judge(suite: &Suite, facts: &LogFacts, timed_out: bool) -> SuiteVerdict {
     } else if !unknown.is_empty() {
         Some(format!(
             "result lines for scenarios the suite does not list: {}",
-            unknown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            unknown
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ))
     } else {
         None
@@ -127,7 +131,10 @@ pub fn judge(suite: &Suite, facts: &LogFacts, timed_out: bool) -> SuiteVerdict {
     let mut splat_test = if !unexpected.is_empty() {
         let mut t = result(
             format!("vm:{}:splats", suite.name),
-            Some(format!("{} unexpected kernel splat line(s)", unexpected.len())),
+            Some(format!(
+                "{} unexpected kernel splat line(s)",
+                unexpected.len()
+            )),
         );
         t.evidence = unexpected.iter().map(|s| splat_evidence(s)).collect();
         t
