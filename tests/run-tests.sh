@@ -46,9 +46,12 @@ if [ -n "${SUITES:-}" ]; then
 	suites=()
 	for s in $SUITES; do suites+=("tests/vm/suites/$s.suite"); done
 fi
+echo "==> lint (rustfmt, clippy, checkpatch)" >&2
+tests/lint.sh "$kdir" "$results/lint.json"
+
 echo "==> VM suites: ${#suites[@]}" >&2
-tests/run-vm-suites.sh "$kdir" "$results" "${suites[@]}" >"$results/vm-suites.out" 2>&1
-cat "$results/vm-suites.out" | grep -E "^suite |FAIL|TIMEOUT" >&2
+tests/run-vm-suites.sh "$kdir" "$results" "${suites[@]}" 2>&1 | tee "$results/vm-suites.out" |
+	grep --line-buffered -E "^suite .*(passed|TIMEOUT|again)|FAIL" >&2
 
 if [ "${PEERMEM_SKIP_SELFTEST:-0}" != 1 ]; then
 	echo "==> harness self-test (each planted failure must be caught)" >&2
@@ -57,7 +60,8 @@ fi
 
 echo "==> summary (results in $results, $(( $(date +%s) - start ))s)" >&2
 verdicts=()
-for v in "$results"/*/verdict.json "$results"/harness-selftest.json "$results"/packaging.json; do
+for v in "$results"/*/verdict.json "$results"/harness-selftest.json "$results"/packaging.json \
+	"$results"/lint.json; do
 	[ -f "$v" ] && verdicts+=("$v")
 done
 target/release/vm-verdict summary --cargo-log "$results/cargo-test.log" "${verdicts[@]}" |
