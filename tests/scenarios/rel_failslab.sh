@@ -1,7 +1,8 @@
 #!/bin/sh
 # The module's own allocations fail (issue 5): failslab scoped to our module
 # by its stack-trace filter (require-start/-end = our module's text, from
-# /proc/kallsyms), driven per task with /proc/self/fail-nth: for N = 1, 2,
+# /proc/kallsyms; stacktrace-depth 12, so our code must be a near caller),
+# driven per task with /proc/self/fail-nth: for N = 1, 2,
 # ... the Nth slab allocation made with our module on the stack fails, until
 # a run completes with no allocation left to fail. Allocations the module
 # asks of the provider or the core on its behalf fail too.
@@ -31,7 +32,11 @@ fs_set verbose 1
 fs_set ignore-gfp-wait N
 fs_set cache-filter N
 fs_set task-filter N
-fs_set stacktrace-depth 32
+# Only the innermost frames count: an allocation fails when our module is
+# among its callers' first 12 frames, i.e. our own allocations and those of
+# the provider/core calls we make (not, say, the sysfs internals deep below
+# the core's registration function).
+fs_set stacktrace-depth 12
 fs_set times 1000000
 
 injected() {
