@@ -28,14 +28,15 @@ seed=$(sval seed "$last")
 REL_OPS=$(sval ops "$last")
 [ -n "$seed" ] || seed=$(echo "$out" | sed -n 's/^# stress seed=\([0-9]*\).*/\1/p' | head -n 1)
 log "seed=$seed (replay: scenario rel_stress ... seed=$seed)"
-# Races: cudaFree calls that fired free callbacks on live registrations.
+# Races: MRs deregistered by another thread while (or after) cudaFree of
+# their memory ran (orphan deregs); free callbacks fired, as a figure.
 cb=$(( $(ctr free_callbacks) - before_cb ))
-REL_RACES=$cb
+REL_RACES=$(sval orphan_deregs "$last")
 [ "$rc" = 0 ] && [ "$(sval result "$last")" = pass ] ||
 	fail "stress failed (rc=$rc): $last" $(figures) seed="$seed"
 [ "${REL_OPS:-0}" -ge "$ops" ] || fail "only ${REL_OPS} of $ops operations ran" $(figures) seed="$seed"
 settle_idle
 if [ "$ops" -ge 100000 ]; then kmemleak_check; else kmemleak_check light; fi
 rel_pass seed="$seed" threads="$threads" dmas="$(sval dmas "$last")" \
-	edu_dmas="$(sval edu_dmas "$last")" orphan_deregs="$(sval orphan_deregs "$last")" \
+	edu_dmas="$(sval edu_dmas "$last")" free_callbacks="$cb" \
 	elapsed_ms="$(sval elapsed_ms "$last")"
