@@ -18,12 +18,15 @@ seed_opt=
 
 stack_up
 before_cb=$(ctr free_callbacks)
+# Shown live (seed first, then progress), so a hang still tells the seed.
 # shellcheck disable=SC2086
-out=$(simtest stress --threads "$threads" --ops "$ops" $seed_opt 2>/tmp/stress.err)
-rc=$?
-echo "$out" | sed 's/^/SCENARIO-LOG stress: /'
-sed 's/^/SCENARIO-LOG stress: /' /tmp/stress.err | grep -v progress
-last=$(echo "$out" | tail -n 1)
+(
+	simtest stress --threads "$threads" --ops "$ops" $seed_opt 2>&1
+	echo "rc=$?" >/tmp/stress.rc
+) | tee /tmp/stress.out | sed 's/^/SCENARIO-LOG stress: /'
+rc=$(sed -n 's/^rc=//p' /tmp/stress.rc)
+out=$(grep -v '^stress: progress' /tmp/stress.out)
+last=$(grep '^result=' /tmp/stress.out | tail -n 1)
 seed=$(sval seed "$last")
 REL_OPS=$(sval ops "$last")
 [ -n "$seed" ] || seed=$(echo "$out" | sed -n 's/^# stress seed=\([0-9]*\).*/\1/p' | head -n 1)
