@@ -76,7 +76,7 @@ lock_inversion() {
 		fail "nv_mem did not opt into PEER_MEM_INVALIDATE_UNMAPS by default" $(figures)
 	REL_IDLE_REF=$(refcnt)
 	lockdep_alive || fail "lockdep is off before the test"
-	out=$(st race free dereg --iters 150 --size 128K --jitter-us 400 2>/tmp/race.err)
+	out=$(st race free dereg --iters 100 --size 128K --jitter-us 400 2>/tmp/race.err)
 	rc=$?
 	echo "$out" | sed 's/^/SCENARIO-LOG race: /'
 	last=$(echo "$out" | tail -n 1)
