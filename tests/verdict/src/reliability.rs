@@ -138,7 +138,7 @@ pub fn build(verdicts: &[SuiteVerdict]) -> Report {
         }
     }
 
-    let lock_order_matrix = rows
+    let mut lock_order_matrix: Vec<Cell> = rows
         .iter()
         .filter(|r| r.scenario == "rel_lockorder")
         .map(|r| {
@@ -159,6 +159,14 @@ pub fn build(verdicts: &[SuiteVerdict]) -> Report {
             }
         })
         .collect();
+    // Cores from newest to oldest, then peerdirect_support.
+    let core_rank = |g: &str| match g {
+        "modern" => 0,
+        "mofed51" => 1,
+        "legacy" => 2,
+        _ => 3,
+    };
+    lock_order_matrix.sort_by(|a, b| (core_rank(&a.gen), &a.pds).cmp(&(core_rank(&b.gen), &b.pds)));
 
     let mut totals = BTreeMap::new();
     for key in FIGURES {
@@ -345,6 +353,7 @@ mod tests {
         );
         let r = build(&[v, w]);
         assert_eq!(r.lock_order_matrix.len(), 2);
+        // sorted: mofed51 before legacy
         let c = &r.lock_order_matrix[0];
         assert_eq!(
             (
