@@ -58,6 +58,13 @@ if [ "${PEERMEM_SKIP_SELFTEST:-0}" != 1 ]; then
 	tests/vm/selftest.sh "$kdir" "$results"
 fi
 
+if ls "$results"/rel-*/verdict.json >/dev/null 2>&1; then
+	echo "==> reliability table (issue 5)" >&2
+	# Its failures are already counted by the summary below.
+	target/release/vm-verdict reliability --json "$results/reliability.json" \
+		"$results"/rel-*/verdict.json | tee "$results/reliability.txt" >&2 || true
+fi
+
 echo "==> summary (results in $results, $(( $(date +%s) - start ))s)" >&2
 verdicts=()
 for v in "$results"/*/verdict.json "$results"/harness-selftest.json "$results"/packaging.json \
