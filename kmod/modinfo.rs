@@ -5,7 +5,7 @@
 
 /// Version of the module, also announced to the PeerDirect core as the client
 /// version (it must fit 14 characters plus NUL, see [`crate::client`]).
-pub(crate) const VERSION: &str = "1.0.0";
+pub(crate) const VERSION: &str = "0.1.0";
 
 /// Copies a string into a fixed-size byte array, for `.modinfo` statics.
 ///
@@ -22,7 +22,7 @@ pub(crate) const fn modinfo_bytes<const N: usize>(s: &str) -> [u8; N] {
     out
 }
 
-const VERSION_ENTRY: &str = "version=1.0.0\0";
+const VERSION_ENTRY: &str = "version=0.1.0\0";
 
 #[link_section = ".modinfo"]
 #[used(compiler)]
