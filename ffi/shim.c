@@ -6,8 +6,17 @@
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
 #include <linux/spinlock.h>
+#include <nvidia/nv-p2p.h>
 
 #include "shim.h"
+
+/* Weak: absent before driver 535 (see shim.h). */
+extern int nvidia_p2p_get_pages_persistent(u64 virtual_address, u64 length,
+					   struct nvidia_p2p_page_table **page_table,
+					   u32 flags) __weak;
+extern int nvidia_p2p_put_pages_persistent(u64 virtual_address,
+					   struct nvidia_p2p_page_table *page_table,
+					   u32 flags) __weak;
 
 static DEFINE_SPINLOCK(pm_registry_lock);
 
@@ -44,4 +53,30 @@ void pm_shim_registry_lock(void)
 void pm_shim_registry_unlock(void)
 {
 	spin_unlock(&pm_registry_lock);
+}
+
+bool pm_shim_p2p_has_persistent_api(void)
+{
+	return nvidia_p2p_get_pages_persistent &&
+	       nvidia_p2p_put_pages_persistent;
+}
+
+int pm_shim_p2p_get_pages_persistent(u64 virtual_address, u64 length,
+				     struct nvidia_p2p_page_table **page_table,
+				     u32 flags)
+{
+	if (!pm_shim_p2p_has_persistent_api())
+		return -EOPNOTSUPP;
+	return nvidia_p2p_get_pages_persistent(virtual_address, length,
+					       page_table, flags);
+}
+
+int pm_shim_p2p_put_pages_persistent(u64 virtual_address,
+				     struct nvidia_p2p_page_table *page_table,
+				     u32 flags)
+{
+	if (!pm_shim_p2p_has_persistent_api())
+		return -EOPNOTSUPP;
+	return nvidia_p2p_put_pages_persistent(virtual_address, page_table,
+					       flags);
 }

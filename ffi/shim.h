@@ -11,6 +11,7 @@
 struct device;
 struct pci_dev;
 struct scatterlist;
+struct nvidia_p2p_page_table;
 
 /* to_pci_dev() for a PCI device; NULL for anything else. */
 struct pci_dev *pm_shim_to_pci_dev(struct device *dev);
@@ -22,6 +23,19 @@ void pm_shim_sg_set_dma(struct scatterlist *sg, dma_addr_t addr,
 /* sg_dma_address(sg) and sg_dma_len(sg). */
 dma_addr_t pm_shim_sg_dma_address(struct scatterlist *sg);
 unsigned int pm_shim_sg_dma_len(struct scatterlist *sg);
+
+/*
+ * The persistent P2P calls exist from NVIDIA driver 535 on. They are weak
+ * references, so the module loads on 515/525 too: whether both are there,
+ * and calls through them (-EOPNOTSUPP when absent).
+ */
+bool pm_shim_p2p_has_persistent_api(void);
+int pm_shim_p2p_get_pages_persistent(u64 virtual_address, u64 length,
+				     struct nvidia_p2p_page_table **page_table,
+				     u32 flags);
+int pm_shim_p2p_put_pages_persistent(u64 virtual_address,
+				     struct nvidia_p2p_page_table *page_table,
+				     u32 flags);
 
 /* The spinlock that serialises the table of live registrations. */
 void pm_shim_registry_lock(void);

@@ -49,13 +49,22 @@ pin_layout!(sys::nvidia_p2p_page, size 32, {
     registers @ 8,
 });
 
-pin_layout!(sys::nvidia_p2p_page_table, size 32, {
-    version @ 0,
-    page_size @ 4,
-    pages @ 8,
-    entries @ 16,
-    gpu_uuid @ 24,
-});
+// Both layouts share the first 32 bytes; version 0x00020000 (580.65.06 on)
+// adds `flags` right after them. A header of either generation builds; the
+// flags word is read through `p2p::PAGE_TABLE_FLAGS_OFFSET`, never as a
+// field, so an older NVIDIA_SRC header (no `flags`) still compiles.
+const _: () = {
+    use sys::nvidia_p2p_page_table as Pt;
+    assert!(offset_of!(Pt, version) == 0);
+    assert!(offset_of!(Pt, page_size) == 4);
+    assert!(offset_of!(Pt, pages) == 8);
+    assert!(offset_of!(Pt, entries) == 16);
+    assert!(offset_of!(Pt, gpu_uuid) == 24);
+    assert!(offset_of!(Pt, gpu_uuid) + size_of::<*mut u8>() == crate::p2p::PAGE_TABLE_FLAGS_OFFSET);
+    // 32 bytes (version 1 header) or 40 (version 2 header, with flags).
+    assert!(size_of::<Pt>() == 32 || size_of::<Pt>() == 40);
+    assert!(crate::p2p::PAGE_TABLE_FLAGS_OFFSET + size_of::<u32>() <= 40);
+};
 
 pin_layout!(sys::nvidia_p2p_dma_mapping, size 40, {
     version @ 0,
@@ -70,7 +79,6 @@ const _: () = {
     assert!(sys::IB_PEER_MEMORY_NAME_MAX == 64);
     assert!(sys::IB_PEER_MEMORY_VER_MAX == 16);
     assert!(sys::PEER_MEM_INVALIDATE_UNMAPS == 1);
-    assert!(sys::NVIDIA_P2P_PAGE_TABLE_VERSION == 0x0001_0002);
     assert!(sys::NVIDIA_P2P_DMA_MAPPING_VERSION == 0x0002_0003);
     assert!(sys::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_4KB == 0);
     assert!(sys::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB == 1);

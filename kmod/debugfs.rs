@@ -7,10 +7,12 @@
 //! implementation through a generic adapter and a const-built
 //! `file_operations` in a `Sync` static.
 
+use crate::p2p::{PersistentApi, PAGE_TABLE_NEWEST, PAGE_TABLE_OLDEST};
 use crate::registry;
 use crate::stats::{self, ErrorKind, STATS};
 use crate::sys;
 use core::fmt::{self, Write};
+use core::sync::atomic::Ordering;
 use kernel::{
     bindings, c_str,
     ffi::{c_int, c_void},
@@ -123,6 +125,29 @@ impl SeqShow for StatsFile {
             w,
             "skipped_after_invalidation {}",
             stats::get(&s.skipped_after_invalidation)
+        )?;
+        writeln!(
+            w,
+            "cpu_cacheable_page_tables {}",
+            stats::get(&s.cpu_cacheable_page_tables)
+        )?;
+        writeln!(
+            w,
+            "page_table_version {:#010x}",
+            s.page_table_version.load(Ordering::Relaxed)
+        )?;
+        writeln!(
+            w,
+            "page_table_versions_supported {:#010x}-{:#010x}",
+            PAGE_TABLE_OLDEST, PAGE_TABLE_NEWEST
+        )?;
+        writeln!(
+            w,
+            "persistent_api {}",
+            match PersistentApi::of_driver() {
+                PersistentApi::Dedicated => "get_pages_persistent",
+                PersistentApi::GetPagesWithoutCallback => "get_pages_without_callback",
+            }
         )?;
         for kind in ErrorKind::ALL {
             writeln!(w, "error_{} {}", kind.name(), s.errors(kind))?;

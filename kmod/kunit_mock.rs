@@ -88,6 +88,7 @@ struct State {
     gpu_len: u64,
     page_size_type: u32,
     pt_version: u32,
+    pt_flags: u32,
     map_version: u32,
     dma_stride: u64,
     fail: Option<(FailOp, c_int)>,
@@ -109,6 +110,7 @@ impl State {
             gpu_len: 0,
             page_size_type: sys::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB,
             pt_version: sys::NVIDIA_P2P_PAGE_TABLE_VERSION,
+            pt_flags: 0,
             map_version: sys::NVIDIA_P2P_DMA_MAPPING_VERSION,
             dma_stride: 0x1_0000,
             fail: None,
@@ -185,6 +187,11 @@ pub(crate) fn reset(gpu_len: u64) {
         s.registered = old.registered;
     });
     drop(old);
+}
+
+/// Sets the flags word of the page tables handed out.
+pub(crate) fn set_page_table_flags(flags: u32) {
+    with(|s| s.pt_flags = flags);
 }
 
 /// Sets the page size type, page table and mapping versions.
@@ -323,6 +330,9 @@ fn create_pin(
                         pages: ptr::null_mut(),
                         entries: entries as u32,
                         gpu_uuid: ptr::null_mut(),
+                        // Written whatever the version: a client must not
+                        // read it from a version-1 page table.
+                        flags: s.pt_flags,
                     },
                     pages,
                     page_ptrs: KVec::new(),

@@ -8,7 +8,7 @@
 //! C header: `nvidia/nv-p2p.h` (NVIDIA driver), or `ffi/include/nvidia/nv-p2p.h`.
 
 use crate::range::GpuRange;
-use crate::stats::{ErrorKind, Failure, STATS};
+use crate::stats::{self, ErrorKind, Failure, STATS};
 use crate::sys;
 use core::marker::PhantomData;
 use core::mem::ManuallyDrop;
@@ -61,6 +61,62 @@ unsafe fn reclaim_callback_data<T: FreeCallback>(data: *const c_void) {
 /// older).
 pub(crate) const fn version_compatible(theirs: u32, ours: u32) -> bool {
     theirs >> 16 == ours >> 16 && (theirs & 0xffff) >= (ours & 0xffff)
+}
+
+/// The oldest page table version this module reads (drivers up to 575.x).
+pub(crate) const PAGE_TABLE_OLDEST: u32 = 0x0001_0002;
+/// The newest page table version this module knows (580.65.06 and later).
+pub(crate) const PAGE_TABLE_NEWEST: u32 = 0x0002_0000;
+/// Where a version-2 page table keeps its flags word: right after
+/// `gpu_uuid`, at the end of the version-1 layout (pinned in `abi`).
+pub(crate) const PAGE_TABLE_FLAGS_OFFSET: usize = 32;
+/// `NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE`.
+pub(crate) const PAGE_TABLE_FLAGS_CPU_CACHEABLE: u32 = 0x1;
+
+/// The layouts of `nvidia_p2p_page_table` this module reads, by the version
+/// the driver stamps on each page table.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum PageTableLayout {
+    /// 0x0001xxxx from 0x00010002 (drivers up to 575.x): 32 bytes, ending
+    /// with `gpu_uuid`. A later minor of the same major only adds meaning.
+    V1,
+    /// 0x0002xxxx (580.65.06 and later): 40 bytes, a trailing `flags` word.
+    V2,
+}
+
+impl PageTableLayout {
+    /// The layout of a page table of `version`; `None` if this module cannot
+    /// read it (older than 0x00010002, or a major it does not know).
+    pub(crate) const fn of(version: u32) -> Option<Self> {
+        match version >> 16 {
+            1 if version >= PAGE_TABLE_OLDEST => Some(Self::V1),
+            2 => Some(Self::V2),
+            _ => None,
+        }
+    }
+}
+
+/// How the loaded NVIDIA driver pins persistently.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum PersistentApi {
+    /// `nvidia_p2p_get_pages_persistent`/`put_pages_persistent` (535 on).
+    Dedicated,
+    /// `nvidia_p2p_get_pages` with no free callback and
+    /// `nvidia_p2p_put_pages` (515, 525: the persistent calls do not exist).
+    GetPagesWithoutCallback,
+}
+
+impl PersistentApi {
+    /// What the loaded driver offers. Stable while this module is loaded:
+    /// a resolved symbol pins the driver's module.
+    pub(crate) fn of_driver() -> Self {
+        // SAFETY: FFI call without arguments.
+        if unsafe { sys::pm_shim_p2p_has_persistent_api() } {
+            Self::Dedicated
+        } else {
+            Self::GetPagesWithoutCallback
+        }
+    }
 }
 
 /// Human name of a `nvidia_p2p_page_size_type`.
@@ -136,14 +192,29 @@ impl<T: FreeCallback> PageTable<T> {
     /// Pins `range` for good: no free callback, the memory stays until put.
     pub(crate) fn pin_persistent(range: GpuRange) -> core::result::Result<Self, Error> {
         let mut ptr = core::ptr::null_mut();
-        // SAFETY: FFI call; `ptr` is a valid out-pointer.
-        let rc = unsafe {
-            sys::nvidia_p2p_get_pages_persistent(
-                range.start(),
-                range.len(),
-                &mut ptr,
-                sys::NVIDIA_P2P_FLAGS_DEFAULT,
-            )
+        let rc = match PersistentApi::of_driver() {
+            // SAFETY: FFI call; `ptr` is a valid out-pointer.
+            PersistentApi::Dedicated => unsafe {
+                sys::pm_shim_p2p_get_pages_persistent(
+                    range.start(),
+                    range.len(),
+                    &mut ptr,
+                    sys::NVIDIA_P2P_FLAGS_DEFAULT,
+                )
+            },
+            // SAFETY: FFI call; `ptr` is a valid out-pointer; no callback
+            // and no data: the driver pins persistently.
+            PersistentApi::GetPagesWithoutCallback => unsafe {
+                sys::nvidia_p2p_get_pages(
+                    0,
+                    0,
+                    range.start(),
+                    range.len(),
+                    &mut ptr,
+                    None,
+                    core::ptr::null_mut(),
+                )
+            },
         };
         to_result(rc)?;
         let ptr = NonNull::new(ptr).ok_or(EINVAL)?;
@@ -179,19 +250,48 @@ impl<T: FreeCallback> PageTable<T> {
         self.range
     }
 
+    /// The page table's flags: only a version-2 page table has the word
+    /// (an older driver allocates the 32 bytes of version 1).
+    fn flags(&self, layout: PageTableLayout) -> u32 {
+        match layout {
+            PageTableLayout::V1 => 0,
+            // SAFETY: a page table stamped with major version 2 is at least
+            // 40 bytes, 8-byte aligned, with the flags word at
+            // `PAGE_TABLE_FLAGS_OFFSET`; it is alive (type invariant).
+            PageTableLayout::V2 => unsafe {
+                self.ptr
+                    .as_ptr()
+                    .cast::<u8>()
+                    .add(PAGE_TABLE_FLAGS_OFFSET)
+                    .cast::<u32>()
+                    .read()
+            },
+        }
+    }
+
     /// Checks that the provider gave what we can use: a compatible version,
     /// 64 KiB pages and one entry per GPU page of the range.
     pub(crate) fn validate(&self) -> core::result::Result<(), Failure> {
         let pt = self.raw();
-        if !version_compatible(pt.version, sys::NVIDIA_P2P_PAGE_TABLE_VERSION) {
+        let Some(layout) = PageTableLayout::of(pt.version) else {
             pr_err!(
-                "refusing [{:#x}, {:#x}): page table version {:#010x} is incompatible with {:#010x}\n",
+                "refusing [{:#x}, {:#x}): the driver's page table version {:#010x} is not supported (this module reads {:#010x} to {:#010x}, the newest it knows); update nvidia-peermem-rs for this driver\n",
                 self.range.start(),
                 self.range.end(),
                 pt.version,
-                sys::NVIDIA_P2P_PAGE_TABLE_VERSION
+                PAGE_TABLE_OLDEST,
+                PAGE_TABLE_NEWEST
             );
             return Err(Failure::new(ErrorKind::PageTableVersion, EINVAL));
+        };
+        STATS
+            .page_table_version
+            .store(pt.version, Ordering::Relaxed);
+        if self.flags(layout) & PAGE_TABLE_FLAGS_CPU_CACHEABLE != 0 {
+            // Coherent platforms (GPU memory the CPU may cache): the peer's
+            // DMA goes through the mapping the driver makes, which the
+            // platform keeps coherent; nothing to do but count it.
+            stats::inc(&STATS.cpu_cacheable_page_tables);
         }
         if pt.page_size != sys::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB {
             pr_err!(
@@ -223,13 +323,20 @@ impl<T: FreeCallback> PageTable<T> {
             Some(_) => unsafe {
                 sys::nvidia_p2p_put_pages(0, 0, self.range.start(), self.ptr.as_ptr())
             },
-            // SAFETY: FFI call with the page table and address we pinned.
-            None => unsafe {
-                sys::nvidia_p2p_put_pages_persistent(
-                    self.range.start(),
-                    self.ptr.as_ptr(),
-                    sys::NVIDIA_P2P_FLAGS_DEFAULT,
-                )
+            None => match PersistentApi::of_driver() {
+                // SAFETY: FFI call with the page table and address we pinned.
+                PersistentApi::Dedicated => unsafe {
+                    sys::pm_shim_p2p_put_pages_persistent(
+                        self.range.start(),
+                        self.ptr.as_ptr(),
+                        sys::NVIDIA_P2P_FLAGS_DEFAULT,
+                    )
+                },
+                // SAFETY: FFI call with the page table and address we pinned
+                // (with no callback: the driver's persistent pin).
+                PersistentApi::GetPagesWithoutCallback => unsafe {
+                    sys::nvidia_p2p_put_pages(0, 0, self.range.start(), self.ptr.as_ptr())
+                },
             },
         };
         if let Err(e) = to_result(rc) {

@@ -3,7 +3,7 @@
 //! Counters of the module, shown in debugfs: pins, invalidations and errors
 //! by kind. Plain atomics, so any context may update them.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// What went wrong, for the per-kind error counters.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -110,6 +110,10 @@ pub(crate) struct Stats {
     pub(crate) core_invalidations: AtomicU64,
     /// dma_unmap/put_pages calls made no-ops by an invalidation.
     pub(crate) skipped_after_invalidation: AtomicU64,
+    /// Page tables the driver marked CPU-cacheable (coherent platforms).
+    pub(crate) cpu_cacheable_page_tables: AtomicU64,
+    /// The version of the last page table the driver gave (0: none yet).
+    pub(crate) page_table_version: AtomicU32,
     errors: [AtomicU64; ErrorKind::ALL.len()],
 }
 
@@ -125,6 +129,8 @@ impl Stats {
             invalidations: AtomicU64::new(0),
             core_invalidations: AtomicU64::new(0),
             skipped_after_invalidation: AtomicU64::new(0),
+            cpu_cacheable_page_tables: AtomicU64::new(0),
+            page_table_version: AtomicU32::new(0),
             errors: [const { AtomicU64::new(0) }; ErrorKind::ALL.len()],
         }
     }

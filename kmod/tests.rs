@@ -482,8 +482,9 @@ fn refusals_release_everything() {
     for (page_size, pt_version) in [
         (0, sys::NVIDIA_P2P_PAGE_TABLE_VERSION),
         (2, sys::NVIDIA_P2P_PAGE_TABLE_VERSION),
-        (1, 0x0002_0002),
+        (1, 0x0003_0000),
         (1, 0x0001_0001),
+        (1, 0x0000_0002),
     ] {
         mock::reset(1 << 20);
         mock::set_format(page_size, pt_version, sys::NVIDIA_P2P_DMA_MAPPING_VERSION);
@@ -551,6 +552,58 @@ fn refusals_release_everything() {
     check_eq!(mock::live(), (0, 0));
     check_eq!(registry::count(), 0);
     check_eq!(module_refs(), refs);
+}
+
+/// One row per NVIDIA driver generation (nv-p2p.h history): the page table
+/// version each stamps, whether this module reads it, and whether the flags
+/// word is read (only from version 2 on: a version-1 table has no such word).
+fn page_table_versions_per_driver() {
+    use crate::p2p::{PageTableLayout, PAGE_TABLE_FLAGS_CPU_CACHEABLE};
+    use crate::stats::{self, STATS};
+    use core::sync::atomic::Ordering;
+    // 515 to 575.x.
+    check_eq!(PageTableLayout::of(0x0001_0002), Some(PageTableLayout::V1));
+    // A later minor of the same major.
+    check_eq!(PageTableLayout::of(0x0001_0003), Some(PageTableLayout::V1));
+    // 580.65.06 and later (590, 595).
+    check_eq!(PageTableLayout::of(0x0002_0000), Some(PageTableLayout::V2));
+    check_eq!(PageTableLayout::of(0x0002_0001), Some(PageTableLayout::V2));
+    // Older than the oldest this module reads, and unknown majors.
+    check_eq!(PageTableLayout::of(0x0001_0001), None);
+    check_eq!(PageTableLayout::of(0x0000_0002), None);
+    check_eq!(PageTableLayout::of(0x0003_0000), None);
+
+    let table = &client::NV_MEM_INVALIDATING_EX;
+    let Some(_core) = register(table, true) else {
+        return;
+    };
+    let dev = TestPciDevice::get();
+    for (version, flags, cacheable) in [
+        (0x0001_0002, 0, false),
+        // A version-1 table: whatever lies after it is not a flags word.
+        (0x0001_0002, PAGE_TABLE_FLAGS_CPU_CACHEABLE, false),
+        (0x0002_0000, 0, false),
+        (0x0002_0000, PAGE_TABLE_FLAGS_CPU_CACHEABLE, true),
+    ] {
+        mock::reset(1 << 20);
+        mock::set_format(1, version, sys::NVIDIA_P2P_DMA_MAPPING_VERSION);
+        mock::set_page_table_flags(flags);
+        let before = stats::get(&STATS.cpu_cacheable_page_tables);
+        if let Some(mut mr) = pinned_mr(table) {
+            check_eq!(mr.dma_map(dev.0).0, 0);
+            check_eq!(STATS.page_table_version.load(Ordering::Relaxed), version);
+            check_eq!(
+                stats::get(&STATS.cpu_cacheable_page_tables) - before,
+                u64::from(cacheable)
+            );
+            check_eq!(mr.dma_unmap(), 0);
+            mr.put_pages();
+            mr.release();
+        }
+        check_eq!(mock::live(), (0, 0));
+    }
+    // Frees the mock's tables: nothing of this case outlives the module.
+    mock::reset(0);
 }
 
 fn failed_unpin_is_retried_at_release() {
@@ -808,5 +861,6 @@ kunit_suite!(
         freed_while_pinning,
         debugfs_lines_and_counters,
         registration_size,
+        page_table_versions_per_driver,
     ]
 );

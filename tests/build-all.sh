@@ -14,6 +14,10 @@ if [ -f tests/fixtures/Kbuild ] || [ -f tests/fixtures/Makefile ]; then
 	echo "build: fixtures" >&2
 	make -s -C "$kdir" M="$repo/tests/fixtures" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
 fi
+if [ -f tests/fixtures/r525/Kbuild ]; then
+	echo "build: fixtures (provider as driver r525)" >&2
+	make -s -C "$kdir" M="$repo/tests/fixtures/r525" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
+fi
 if [ -f Kbuild ]; then
 	echo "build: nvidia_peermem_rs" >&2
 	syms=()

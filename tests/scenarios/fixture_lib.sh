@@ -9,7 +9,7 @@ _fx_cleanup() {
 	# the control device first: it deregisters what is left, so the
 	# clients' unregistration does not block
 	for _m in peermem_sim peermem_refclient peermem_refclient2 \
-		peerdirect_sim nvidia_p2p_sim; do
+		peerdirect_sim nvidia_p2p_sim nvidia_p2p_sim_r525; do
 		[ -d "/sys/module/$_m" ] && rmmod "$_m" 2>/dev/null
 	done
 	return 0

@@ -80,10 +80,24 @@ unload() {
 	done
 }
 
+# The simulated NVIDIA driver generation (r525, r535, r560, r580; empty:
+# the provider's default, the newest). r525 is its own build, without the
+# persistent calls (see tests/fixtures/nvidia_p2p_sim.c).
+PSIM_DRIVER=${PSIM_DRIVER:-}
+
+# load_provider: the simulated NVIDIA provider of generation $PSIM_DRIVER.
+load_provider() {
+	case "$PSIM_DRIVER" in
+	"") load nvidia_p2p_sim ;;
+	r525) load nvidia_p2p_sim_r525 ;;
+	*) load nvidia_p2p_sim driver="$PSIM_DRIVER" ;;
+	esac
+}
+
 # load_sim_stack [generation=modern|mofed51|legacy]: the simulated NVIDIA
 # provider, PeerDirect core and control device.
 load_sim_stack() {
-	load nvidia_p2p_sim
+	load_provider
 	load peerdirect_sim "$@"
 	if [ -n "$(mod_path peermem_sim)" ]; then
 		load peermem_sim
@@ -92,7 +106,7 @@ load_sim_stack() {
 }
 
 unload_sim_stack() {
-	unload peermem_sim peerdirect_sim nvidia_p2p_sim
+	unload peermem_sim peerdirect_sim nvidia_p2p_sim nvidia_p2p_sim_r525
 }
 
 # kmemleak_new: scan and print the number of leaks reported since the last

@@ -31,8 +31,20 @@ struct nvidia_p2p_page {
 	} registers;
 };
 
-#define NVIDIA_P2P_PAGE_TABLE_VERSION 0x00010002
+/*
+ * Page table versions, as the driver stamps them (NVIDIA's open kernel
+ * modules, kernel-open/nvidia/nv-p2p.h):
+ *   0x00010002  up to 575.x: 32 bytes, ends with gpu_uuid;
+ *   0x00020000  580.65.06 and later: 40 bytes, adds a trailing flags word.
+ * This header describes the newest layout. A client must read flags only
+ * from a page table whose major version is 2 or more: an older driver
+ * allocates 32 bytes.
+ */
+#define NVIDIA_P2P_PAGE_TABLE_VERSION 0x00020000
 #define NVIDIA_P2P_DMA_MAPPING_VERSION 0x00020003
+
+/* Page table flags (version 0x00020000 and later). */
+#define NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE 0x1
 
 #define NVIDIA_P2P_VERSION_MAJOR(v) (((v) >> 16) & 0xffff)
 #define NVIDIA_P2P_VERSION_MINOR(v) ((v) & 0xffff)
@@ -46,6 +58,7 @@ struct nvidia_p2p_page_table {
 	struct nvidia_p2p_page **pages;
 	u32 entries;
 	u8 *gpu_uuid;
+	u32 flags;	/* version 0x00020000 and later only */
 };
 
 struct nvidia_p2p_dma_mapping {
@@ -57,7 +70,13 @@ struct nvidia_p2p_dma_mapping {
 	struct pci_dev *pci_dev;
 };
 
-/* Flags of the persistent calls. */
+/*
+ * Flags of the persistent calls. nvidia_p2p_get_pages_persistent() and
+ * nvidia_p2p_put_pages_persistent() exist from driver 535 on; before that
+ * (515, 525) nvidia_p2p_get_pages() with a NULL free callback pins
+ * persistently and nvidia_p2p_put_pages() unpins. From 535 on a NULL free
+ * callback is refused with -EINVAL.
+ */
 #define NVIDIA_P2P_FLAGS_DEFAULT 0
 
 int nvidia_p2p_get_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
