@@ -128,6 +128,11 @@ impl SeqShow for StatsFile {
         )?;
         writeln!(
             w,
+            "dma_unmap_after_free {}",
+            stats::get(&s.dma_unmap_after_free)
+        )?;
+        writeln!(
+            w,
             "cpu_cacheable_page_tables {}",
             stats::get(&s.cpu_cacheable_page_tables)
         )?;

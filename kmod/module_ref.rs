@@ -17,8 +17,15 @@ impl ModuleRef {
     pub(crate) fn try_get() -> Option<Self> {
         // SAFETY: `THIS_MODULE` is this module, alive while its code runs.
         let got = unsafe { bindings::try_module_get(crate::THIS_MODULE.as_ptr()) };
-        // INVARIANT: the reference was taken when `got`.
-        got.then_some(Self(()))
+        // INVARIANT: the reference was taken when `got`. The value is made
+        // only then: `got.then_some(Self(()))` would build it first and,
+        // when `got` is false, drop it, putting a reference never taken
+        // (the module_put underflow of issue 11, while the module is going).
+        if got {
+            Some(Self(()))
+        } else {
+            None
+        }
     }
 }
 

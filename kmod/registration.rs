@@ -476,11 +476,24 @@ impl Registration {
         let Some(mut pinned) = self.take_for(Op::Unmapping, sg_head) else {
             return;
         };
-        if let Err(e) = pinned.unmap() {
-            STATS.error(ErrorKind::DmaUnmap);
-            pr_err!("registration {}: dma_unmap failed ({:?})\n", self.id, e);
+        let unmapped = pinned.unmap();
+        let invalidated = self.finish_in_flight(pinned, None);
+        if let Err(e) = unmapped {
+            if invalidated {
+                // Lost the race with the free callback: the provider refused
+                // a mapping that is dead, and the callback frees it. The
+                // contract's graceful outcome, not an operator's problem.
+                stats::inc(&STATS.dma_unmap_after_free);
+                pr_debug!(
+                    "registration {}: dma_unmap raced the free callback ({:?})\n",
+                    self.id,
+                    e
+                );
+            } else {
+                STATS.error(ErrorKind::DmaUnmap);
+                pr_err!("registration {}: dma_unmap failed ({:?})\n", self.id, e);
+            }
         }
-        self.finish_in_flight(pinned, None);
     }
 
     /// The core's put_pages.

@@ -110,6 +110,8 @@ pub(crate) struct Stats {
     pub(crate) core_invalidations: AtomicU64,
     /// dma_unmap/put_pages calls made no-ops by an invalidation.
     pub(crate) skipped_after_invalidation: AtomicU64,
+    /// dma_unmap calls that lost the race with a free callback (graceful).
+    pub(crate) dma_unmap_after_free: AtomicU64,
     /// Page tables the driver marked CPU-cacheable (coherent platforms).
     pub(crate) cpu_cacheable_page_tables: AtomicU64,
     /// The version of the last page table the driver gave (0: none yet).
@@ -129,6 +131,7 @@ impl Stats {
             invalidations: AtomicU64::new(0),
             core_invalidations: AtomicU64::new(0),
             skipped_after_invalidation: AtomicU64::new(0),
+            dma_unmap_after_free: AtomicU64::new(0),
             cpu_cacheable_page_tables: AtomicU64::new(0),
             page_table_version: AtomicU32::new(0),
             errors: [const { AtomicU64::new(0) }; ErrorKind::ALL.len()],
