@@ -4,14 +4,16 @@
 #   make demo       set up, build, boot the test VM, load the simulated stack
 #                   and the module, validate a GPUDirect transfer end to end
 #   make test       set up, then every test (host + VM), ending "N passed, N failed"
+#   make check      the fast loop while working: host tests, lint, build, one VM boot
 #   make deps       install the Debian packages and tools (run by demo/test)
 #   make vm-test SUITE=name   build and boot one suite of tests/vm/suites/
 #   make bench      the in-VM benchmarks (see README)
+#   make soak       boot each race/stress suite SOAK_N (20) times, fresh seeds
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
 RESULTS ?= $(CURDIR)/results
 
-.PHONY: all module modules clean deps test demo vm-test bench test-kernel clippy fmt-check
+.PHONY: all module modules clean deps test check demo vm-test bench soak test-kernel clippy fmt-check
 
 all: module
 
@@ -31,6 +33,9 @@ test-kernel: deps
 test: deps
 	RESULTS=$(RESULTS) tests/run-tests.sh
 
+check: deps
+	RESULTS=$(RESULTS) tests/check.sh
+
 demo: deps
 	RESULTS=$(RESULTS) tests/demo.sh
 
@@ -40,6 +45,9 @@ vm-test: deps
 
 bench: deps
 	RESULTS=$(RESULTS) tests/bench/run-bench.sh
+
+soak: deps
+	RESULTS=$(RESULTS) tests/soak.sh
 
 clippy:
 	cargo clippy --workspace --all-targets -- -D warnings

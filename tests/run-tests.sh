@@ -9,10 +9,20 @@ rm -rf "$results"
 mkdir -p "$results"
 start=$(date +%s)
 
+# phase NAME: closes the previous phase's timer, opens NAME's.
+phase_t0=$start
+phase_name=
+phase() {
+	[ -z "$phase_name" ] || echo $(( $(date +%s) - phase_t0 )) >"$results/phase-$phase_name.seconds"
+	phase_name=$1
+	phase_t0=$(date +%s)
+}
+phase host-tests
 echo "==> host tests (cargo test --workspace)" >&2
 cargo test --workspace --color never 2>&1 | tee "$results/cargo-test.log" |
 	grep -E "^test result:|FAILED|panicked|^error" >&2
 
+phase build
 echo "==> build" >&2
 if ! kdir=$(tests/build-all.sh); then
 	echo "error: the build failed (see above)" >&2
@@ -21,6 +31,7 @@ if ! kdir=$(tests/build-all.sh); then
 fi
 
 if [ -f packaging/packaging.mk ]; then
+	phase packaging
 	echo "==> packaging (DKMS, modprobe.d, systemd, install, deb)" >&2
 	PACKAGING_VM=0 PACKAGING_KDIR="$kdir" make -s packaging-test \
 		>"$results/packaging-test.log" 2>&1
@@ -46,18 +57,22 @@ if [ -n "${SUITES:-}" ]; then
 	suites=()
 	for s in $SUITES; do suites+=("tests/vm/suites/$s.suite"); done
 fi
+phase lint
 echo "==> lint (rustfmt, clippy, checkpatch)" >&2
 tests/lint.sh "$kdir" "$results/lint.json"
 
-echo "==> VM suites: ${#suites[@]}" >&2
+phase vm-suites
+echo "==> VM suites: ${#suites[@]} (PEERMEM_VM_JOBS=${PEERMEM_VM_JOBS:-auto} at a time)" >&2
 tests/run-vm-suites.sh "$kdir" "$results" "${suites[@]}" 2>&1 | tee "$results/vm-suites.out" |
 	grep --line-buffered -E "^suite .*(passed|TIMEOUT|again)|FAIL" >&2
 
+phase selftest
 if [ "${PEERMEM_SKIP_SELFTEST:-0}" != 1 ]; then
 	echo "==> harness self-test (each planted failure must be caught)" >&2
 	tests/vm/selftest.sh "$kdir" "$results"
 fi
 
+phase done
 if ls "$results"/rel-*/verdict.json >/dev/null 2>&1; then
 	echo "==> reliability table (issue 5)" >&2
 	# Its failures are already counted by the summary below.
@@ -65,6 +80,24 @@ if ls "$results"/rel-*/verdict.json >/dev/null 2>&1; then
 		"$results"/rel-*/verdict.json | tee "$results/reliability.txt" >&2 || true
 fi
 
+echo "==> suite durations (results/timings.json; wall seconds, every boot attempt)" >&2
+python3 - "$results" "$(( $(date +%s) - start ))" >&2 <<'EOP'
+import json, os, sys
+results, total = sys.argv[1], int(sys.argv[2])
+path = os.path.join(results, "timings.json")
+try:
+    t = json.load(open(path))
+except (OSError, ValueError):
+    t = {}
+for phase in ("host-tests", "build", "packaging", "lint", "vm-suites", "selftest"):
+    f = os.path.join(results, f"phase-{phase}.seconds")
+    if os.path.exists(f):
+        t["phase:" + phase] = int(open(f).read())
+t["total"] = total
+json.dump(t, open(path, "w"), indent=1, sort_keys=True)
+for k, v in sorted(t.items(), key=lambda kv: -kv[1]):
+    print(f"  {k:<40} {v // 60:3d}m{v % 60:02d}s")
+EOP
 echo "==> summary (results in $results, $(( $(date +%s) - start ))s)" >&2
 verdicts=()
 for v in "$results"/*/verdict.json "$results"/harness-selftest.json "$results"/packaging.json \

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Run VM suites against an already built tree.
 #   run-vm-suites.sh KDIR RESULTS_DIR SUITE_FILE...
-# Exit 0 only if every suite is green.
+# Boots up to PEERMEM_VM_JOBS suites at a time (default: 2 when the host has
+# at least 2 cores; each QEMU spends much of its time with idle vCPUs in
+# scenario sleeps and kmemleak waits), the longest first (the last run's
+# times, kept in the cache, else each suite's timeout). Each suite's output
+# is printed when it ends; RESULTS_DIR/timings.json has every suite's wall
+# time. Exit 0 only if every suite is green.
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 kdir=$1
@@ -10,8 +15,76 @@ shift 2
 mkdir -p "$results"
 initramfs="$results/initramfs.cpio.gz"
 "$repo/tests/vm/mkinitramfs.sh" "$initramfs" "$kdir" || exit 2
+verdict="$repo/target/release/vm-verdict"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/nvidia-peermem-rs"
+history="$cache/suite-seconds.txt"
+jobs=${PEERMEM_VM_JOBS:-}
+if [ -z "$jobs" ]; then
+	jobs=1
+	[ "$(nproc)" -ge 2 ] && jobs=2
+fi
+
+# Longest first: "seconds path" lines, sorted.
+ordered=()
+while read -r _ f; do ordered+=("$f"); done < <(
+	for f in "$@"; do
+		n=$(basename "$f" .suite)
+		t=$(awk -v n="$n" '$1 == n { t = $2 } END { print t }' "$history" 2>/dev/null)
+		[ -n "$t" ] || t=$("$verdict" suite-field --suite "$f" timeout 2>/dev/null || echo 600)
+		echo "$t $f"
+	done | sort -rn)
+
 rc=0
-for suite in "$@"; do
-	"$repo/tests/vm/run-suite.sh" "$suite" "$initramfs" "$kdir" "$results" || rc=1
+declare -A running=()
+# reap: waits for one suite to end, prints its output, records its status.
+reap() {
+	local pid st n
+	wait -n -p pid
+	st=$?
+	[ -n "${pid:-}" ] || return 0
+	[ "$st" = 0 ] || rc=1
+	n=$(basename "${running[$pid]}" .suite)
+	cat "$results/$n.run.out"
+	rm -f "$results/$n.run.out"
+	unset "running[$pid]"
+}
+for f in "${ordered[@]}"; do
+	while [ "${#running[@]}" -ge "$jobs" ]; do reap; done
+	n=$(basename "$f" .suite)
+	"$repo/tests/vm/run-suite.sh" "$f" "$initramfs" "$kdir" "$results" >"$results/$n.run.out" 2>&1 &
+	running[$!]=$f
 done
+while [ "${#running[@]}" -gt 0 ]; do reap; done
+
+# timings.json, and the history the next run orders by.
+python3 - "$results" "$history" "$@" <<'EOP'
+import json, os, sys
+results, history, suites = sys.argv[1], sys.argv[2], sys.argv[3:]
+t = {}
+for f in suites:
+    n = os.path.basename(f)[:-len(".suite")]
+    try:
+        t[n] = int(open(os.path.join(results, n, "seconds")).read())
+    except (OSError, ValueError):
+        pass
+old = {}
+try:
+    old = json.load(open(os.path.join(results, "timings.json")))
+except (OSError, ValueError):
+    pass
+old.update(t)
+json.dump(old, open(os.path.join(results, "timings.json"), "w"), indent=1, sort_keys=True)
+hist = {}
+try:
+    for line in open(history):
+        k, v = line.split()
+        hist[k] = v
+except (OSError, ValueError):
+    pass
+hist.update({k: str(v) for k, v in t.items()})
+os.makedirs(os.path.dirname(history), exist_ok=True)
+with open(history, "w") as h:
+    for k in sorted(hist):
+        h.write(f"{k} {hist[k]}\n")
+EOP
 exit $rc

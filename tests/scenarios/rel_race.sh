@@ -20,6 +20,8 @@
 #   acquire_while_going  issue 11: the core holds a registration right before
 #       asking nv_mem while rmmod wins; the acquires (nv_mem, then nv_mem_nc)
 #       run while the module is going and must take and put no reference.
+#   teardown_races     rmmod while a free callback runs, rmmod while a dereg
+#       is inside put_pages, a load failing halfway while the core calls in.
 #   rmmod_during_reg   rmmod of our module while registrations are live and
 #       while one is in flight; then a registration loop racing rmmod.
 # Every round must end with both operations finished (no hang), the MR gone,
@@ -268,9 +270,15 @@ acquire_while_going() {
 		_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
 		va=$(sval va "$_o")
 		mark
-		st delay acquire 800 1 >/dev/null
+		d0=$(ctr delays_taken)
+		st delay acquire 1500 1 >/dev/null
 		bg_run reg st mr-reg "$va" 128K
-		usleep 200000
+		# rmmod once the registration sleeps in the window (not before)
+		w=0
+		while [ "$(ctr delays_taken)" = "$d0" ] && [ $w -lt 100 ]; do
+			usleep 20000
+			w=$((w + 1))
+		done
 		rmmod $REL_MOD || fail "rmmod of a module with no registration failed" $(figures)
 		wait "$pid_reg"
 		[ "$(bg_rc reg)" != 0 ] || fail "a registration succeeded on an unloaded client: $(cat /tmp/bg.reg)" $(figures)
@@ -288,6 +296,92 @@ acquire_while_going() {
 	done
 }
 
+# wait_delay D0: until a delay point was entered since the counter was D0.
+wait_delay() {
+	_w=0
+	while [ "$(ctr delays_taken)" = "$1" ] && [ $_w -lt 150 ]; do
+		usleep 20000
+		_w=$((_w + 1))
+	done
+	[ "$(ctr delays_taken)" != "$1" ] || fail "the delay point was never reached" $(figures)
+}
+
+# teardown_races: the module's other teardown windows, each held open.
+#  a) rmmod while a free callback runs: the MR is deregistered while
+#     cudaFree's invalidation sleeps in the core; the callback still holds
+#     the registration, so rmmod is refused until it ends.
+#  b) rmmod while a deregistration is inside the provider's put_pages.
+#  c) a load failing halfway (the core refuses nv_mem_nc) while the core
+#     already calls into the registered nv_mem: init's unwinding waits for
+#     it, the load fails cleanly, nothing stays.
+teardown_races() {
+	i=0
+	while [ $i -lt "$rounds" ]; do
+		# a)
+		alloc_reg 256K 0 128K
+		d0=$(ctr delays_taken)
+		st delay core_invalidate 1200 1 >/dev/null
+		bg_run free st gpu-free "$va"
+		wait_delay "$d0"
+		st mr-dereg "$mr" >/dev/null || fail "dereg during the invalidation failed" $(figures)
+		if kill -0 "$pid_free" 2>/dev/null; then
+			rmmod_refused "while a free callback runs"
+		fi
+		wait "$pid_free"
+		[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
+		# b)
+		alloc_reg 256K 0 128K
+		d0=$(ctr delays_taken)
+		st delay p2p_put_pages 1200 1 >/dev/null
+		bg_run dereg st mr-dereg "$mr"
+		wait_delay "$d0"
+		rmmod_refused "while a deregistration is inside put_pages"
+		wait "$pid_dereg"
+		[ "$(bg_rc dereg)" = 0 ] || fail "dereg failed: $(cat /tmp/bg.dereg)" $(figures)
+		st gpu-free "$va" >/dev/null
+		st delay "" 0 >/dev/null
+		settle_idle
+		# c) only where two clients register (pers=0)
+		if [ "$pers" = 0 ] && [ "$client" = rs ]; then
+			rmmod $REL_MOD || fail "rmmod of an idle module failed" $(figures)
+			_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+			va=$(sval va "$_o")
+			mark
+			st delay acquire 1200 1 >/dev/null
+			st fault register_client 2 ENOMEM >/dev/null
+			(
+				n=0
+				while [ $n -lt 60 ] && [ ! -e /tmp/load.done ]; do
+					o=$(st mr-reg "$va" 128K) && st mr-dereg "$(sval mr "$o")" >/dev/null
+					usleep 30000
+					n=$((n + 1))
+				done
+			) >/dev/null 2>&1 &
+			loop=$!
+			rm -f /tmp/load.done
+			# shellcheck disable=SC2046
+			if modload $REL_MOD $(client_params) >/tmp/load.err 2>&1; then
+				fail "the load succeeded with nv_mem_nc refused by the core" $(figures)
+			fi
+			touch /tmp/load.done
+			wait $loop
+			rm -f /tmp/load.done
+			loaded $REL_MOD && fail "the module stayed loaded after a failed init" $(figures)
+			since_mark_has "unregister nv_mem: waiting for 1 registrations" ||
+				fail "round $i: no acquire was in flight while the load unwound" $(figures)
+			st fault-clear >/dev/null
+			st delay "" 0 >/dev/null
+			st gpu-free "$va" >/dev/null
+			# shellcheck disable=SC2046
+			load $REL_MOD $(client_params)
+		fi
+		_lc=$(st leak-check) || fail "teardown round $i left something behind: $_lc" $(figures)
+		REL_RACES=$((REL_RACES + 3))
+		REL_OPS=$((REL_OPS + 10))
+		i=$((i + 1))
+	done
+}
+
 EXTRA=
 case "$window" in
 release_in_invalidation) release_in_invalidation ;;
@@ -296,6 +390,7 @@ free_in_get_pages) free_during_reg get_pages p2p_get_pages ;;
 free_in_dma_map) free_during_reg dma_map p2p_dma_map ;;
 rmmod_during_reg) rmmod_during_reg ;;
 acquire_while_going) acquire_while_going ;;
+teardown_races) teardown_races ;;
 *) fail "unknown window $window" ;;
 esac
 st delay "" 0 >/dev/null

@@ -19,6 +19,8 @@ cp "$repo/tests/vm/guest-init.sh" "$stage/init"
 chmod 755 "$stage/init"
 cp "$repo"/tests/vm/suites/*.suite "$stage/suites/" 2>/dev/null || true
 cp "$repo"/tests/vm/selftest/*.suite "$stage/suites/" 2>/dev/null || true
+cp "$repo"/tests/vm/soak-suites/*.suite "$stage/suites/" 2>/dev/null || true
+cp "$repo"/tests/vm/check/*.suite "$stage/suites/" 2>/dev/null || true
 cp "$repo"/tests/bench/*.suite "$stage/suites/" 2>/dev/null || true
 cp "$repo"/tests/scenarios/*.sh "$stage/scenarios/"
 cp -r "$repo"/tests/scenarios/data "$stage/scenarios/" 2>/dev/null || true

@@ -44,6 +44,7 @@ qemu+=(-device "edu,dma_mask=0xffffffffffffffff" -append "$cmdline")
 # result: keep its log and boot again, at most twice. The third attempt is
 # judged as it is. Everything after /init starts always counts.
 attempt=1
+suite_start=$(date +%s)
 while :; do
 	echo "suite $name: booting (iommu $iommu, timeout ${timeout_s}s, attempt $attempt)" >&2
 	start=$(date +%s)
@@ -68,4 +69,6 @@ if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
 	echo "suite $name: TIMEOUT after ${timeout_s}s" >&2
 fi
 echo "suite $name: VM ran ${elapsed}s (qemu exit $rc)" >&2
+# Wall time of the suite, every boot attempt included (timings.json).
+echo $(( $(date +%s) - suite_start )) >"$dir/seconds"
 "$verdict" check --suite "$suite_file" --log "$log" --json "$dir/verdict.json" "${timed_out[@]}"

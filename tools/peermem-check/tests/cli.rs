@@ -138,7 +138,7 @@ fn doctor_on_an_empty_tree_explains_everything() {
     let o = run(&["doctor", "--json", "--root", dir.path().to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     let v = json_of(&o);
-    assert_eq!(v["checks"].as_array().unwrap().len(), 12);
+    assert_eq!(v["checks"].as_array().unwrap().len(), 13);
     for c in v["checks"].as_array().unwrap() {
         assert!(!c["detail"].as_str().unwrap().is_empty(), "{c}");
         if c["verdict"] == "fail" {
@@ -303,4 +303,41 @@ fn plot_renders_from_bench_json() {
     assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
     let o = run(&["plot", dir.path().join("missing.json").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn doctor_reports_the_p2p_page_table_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = |p: &str, text: &str| {
+        let f = dir.path().join(p.trim_start_matches('/'));
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, text).unwrap();
+    };
+    let root = dir.path().to_str().unwrap().to_string();
+    let check = |v: &serde_json::Value| {
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == "p2p_page_table")
+            .unwrap()
+            .clone()
+    };
+    // No module loaded: the version follows from the driver's.
+    w("/sys/module/nvidia/version", "580.159.04\n");
+    let v = json_of(&run(&["doctor", "--json", "--root", &root]));
+    let c = check(&v);
+    assert_eq!(c["verdict"], "pass", "{c}");
+    assert_eq!(c["data"]["page_table_version"], "0x00020000", "{c}");
+    // Our module loaded, and what it saw in debugfs wins.
+    w("/sys/module/nvidia_peermem_rs/version", "0.1.0\n");
+    w(
+        "/sys/kernel/debug/nvidia_peermem_rs/stats",
+        "acquired 1\npage_table_version 0x00030000\n",
+    );
+    let v = json_of(&run(&["doctor", "--json", "--root", &root]));
+    let c = check(&v);
+    assert_eq!(c["verdict"], "fail", "{c}");
+    assert!(c["detail"].as_str().unwrap().contains("0x00030000"), "{c}");
+    assert!(c["fix"].is_string(), "{c}");
 }

@@ -46,6 +46,7 @@ pub fn run(inp: &Inputs) -> Vec<Check> {
     let mut checks = vec![
         nvidia_driver(r, &gpus),
         peer_memory_client(r),
+        p2p_page_table(r),
         nccl_detection(r),
         peerdirect_core(r),
         peerdirect_support(r),
@@ -120,6 +121,103 @@ fn nvidia_driver(r: &SysRoot, gpus: &[PciDevice]) -> Check {
         .data(data),
         _ => Check::pass("nvidia_driver", T, format!("{v}, {flavour} kernel modules")).data(data),
     }
+}
+
+/// The P2P page table version a driver of `version` ("580.65.06") stamps,
+/// from NVIDIA's open kernel modules history (nv-p2p.h): 0x00020000 from
+/// 580.65.06 on, 0x00010002 from 515 to 575.x; `None` if older or unknown.
+pub fn page_table_version_of_driver(version: &str) -> Option<u32> {
+    let mut parts = version.trim().split('.').map(|p| p.parse::<u32>().ok());
+    let major = parts.next()??;
+    let minor = parts.next().flatten().unwrap_or(0);
+    match major {
+        m if m > 580 => Some(0x0002_0000),
+        580 if minor >= 65 => Some(0x0002_0000),
+        515..=580 => Some(0x0001_0002),
+        _ => None,
+    }
+}
+
+/// The page table versions nvidia_peermem_rs reads (kmod/p2p.rs).
+pub const RS_PAGE_TABLES: (u32, u32) = (0x0001_0002, 0x0002_0000);
+
+/// Whether nvidia_peermem_rs reads page table `v`.
+pub fn rs_reads_page_table(v: u32) -> bool {
+    matches!(v >> 16, 1 if v >= RS_PAGE_TABLES.0) || v >> 16 == 2
+}
+
+fn p2p_page_table(r: &SysRoot) -> Check {
+    const T: &str = "P2P page table version";
+    let driver = r.read("/sys/module/nvidia/version").or_else(|| {
+        r.read("/proc/driver/nvidia/version").and_then(|t| {
+            t.split_whitespace()
+                .find(|w| w.contains('.') && w.starts_with(|c: char| c.is_ascii_digit()))
+                .map(str::to_string)
+        })
+    });
+    // What our module saw, when it is loaded and debugfs is readable.
+    let stat = |k: &str| {
+        r.read("/sys/kernel/debug/nvidia_peermem_rs/stats")
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix(k).map(|v| v.trim().to_string()))
+            })
+    };
+    let seen = stat("page_table_version ")
+        .and_then(|v| u32::from_str_radix(v.trim_start_matches("0x"), 16).ok())
+        .filter(|v| *v != 0);
+    let expected = driver.as_deref().and_then(page_table_version_of_driver);
+    let version = seen.or(expected);
+    let loaded = loaded_clients(r);
+    let data = json!({
+        "driver": driver,
+        "page_table_version": version.map(|v| format!("{v:#010x}")),
+        "seen_by_module": seen.is_some(),
+        "nvidia_peermem_rs_reads": format!("{:#010x}-{:#010x}", RS_PAGE_TABLES.0, RS_PAGE_TABLES.1),
+    });
+    let Some(v) = version else {
+        return Check::skip(
+            "p2p_page_table",
+            T,
+            match driver {
+                Some(d) => format!("driver {d}: page table version unknown (older than 515?)"),
+                None => "no NVIDIA driver version to read".to_string(),
+            },
+        )
+        .data(data);
+    };
+    let how = if seen.is_some() {
+        "seen by nvidia_peermem_rs"
+    } else {
+        "from the driver version"
+    };
+    if loaded.contains(&"nvidia_peermem_rs") && !rs_reads_page_table(v) {
+        return Check::fail(
+            "p2p_page_table",
+            T,
+            format!(
+                "{v:#010x} ({how}): the loaded nvidia_peermem_rs reads {:#010x} to {:#010x} and refuses every registration",
+                RS_PAGE_TABLES.0, RS_PAGE_TABLES.1
+            ),
+        )
+        .fix("update nvidia-peermem-rs to a release that supports this driver")
+        .data(data);
+    }
+    Check::pass(
+        "p2p_page_table",
+        T,
+        format!(
+            "{v:#010x} ({how}); nvidia_peermem_rs reads {:#010x} to {:#010x}{}",
+            RS_PAGE_TABLES.0,
+            RS_PAGE_TABLES.1,
+            if rs_reads_page_table(v) {
+                ""
+            } else {
+                ": NOT this one"
+            }
+        ),
+    )
+    .data(data)
 }
 
 fn client_params(r: &SysRoot, m: &str) -> serde_json::Map<String, serde_json::Value> {
@@ -699,6 +797,28 @@ mod tests {
         );
         assert_eq!(ofed_is_legacy("OFED-internal-24.10-1.1.4:"), Some(false));
         assert_eq!(ofed_is_legacy("nothing here"), None);
+    }
+
+    #[test]
+    fn page_table_versions_by_driver() {
+        assert_eq!(page_table_version_of_driver("515.43.04"), Some(0x0001_0002));
+        assert_eq!(
+            page_table_version_of_driver("535.230.02"),
+            Some(0x0001_0002)
+        );
+        assert_eq!(page_table_version_of_driver("575.64.05"), Some(0x0001_0002));
+        assert_eq!(page_table_version_of_driver("580.65.06"), Some(0x0002_0000));
+        assert_eq!(
+            page_table_version_of_driver("580.159.04"),
+            Some(0x0002_0000)
+        );
+        assert_eq!(page_table_version_of_driver("595.45.04"), Some(0x0002_0000));
+        assert_eq!(page_table_version_of_driver("470.256.02"), None);
+        assert_eq!(page_table_version_of_driver("garbage"), None);
+        assert!(rs_reads_page_table(0x0001_0002));
+        assert!(rs_reads_page_table(0x0002_0000));
+        assert!(!rs_reads_page_table(0x0001_0001));
+        assert!(!rs_reads_page_table(0x0003_0000));
     }
 
     #[test]

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# `make soak`: boots each suite of tests/vm/soak.list SOAK_N times (default
+# 20), each boot with fresh seeds, and prints suite x runs x failures with
+# the seed(s) and the log of every failed run; writes results/soak.json.
+# Not part of `make test` (it is long). SOAK_SUITES="a b" overrides the list.
+set -uo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$repo"
+results="${RESULTS:-$repo/results}/soak"
+n=${SOAK_N:-20}
+case "$n" in '' | *[!0-9]*) echo "error: SOAK_N=$n is not a number" >&2; exit 2 ;; esac
+rm -rf "$results"
+mkdir -p "$results"
+
+if [ -n "${SOAK_SUITES:-}" ]; then
+	read -ra names <<<"$SOAK_SUITES"
+else
+	mapfile -t names < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' tests/vm/soak.list)
+fi
+files=()
+for s in "${names[@]}"; do
+	f=tests/vm/suites/$s.suite
+	[ -f "$f" ] || f=tests/vm/soak-suites/$s.suite
+	[ -f "$f" ] || { echo "error: no suite '$s' (tests/vm/suites or tests/vm/soak-suites)" >&2; exit 2; }
+	files+=("$f")
+done
+
+kdir=$(tests/build-all.sh) || { echo "error: the build failed" >&2; exit 1; }
+initramfs="$results/initramfs.cpio.gz"
+tests/vm/mkinitramfs.sh "$initramfs" "$kdir" || exit 2
+
+start=$(date +%s)
+json="$results/soak.json"
+echo '{"runs_per_suite": '"$n"', "suites": [' >"$json"
+first=1
+total_fail=0
+printf '%-30s %5s %9s  %s\n' suite runs failures "failed runs (seeds, log)" >"$results/table.txt"
+for f in "${files[@]}"; do
+	name=$(basename "$f" .suite)
+	fails=0
+	failed=()
+	secs=0
+	for i in $(seq 1 "$n"); do
+		dir="$results/$name/run-$i"
+		mkdir -p "$dir"
+		t0=$(date +%s)
+		tests/vm/run-suite.sh "$f" "$initramfs" "$kdir" "$dir" >"$dir/run.out" 2>&1
+		rc=$?
+		secs=$((secs + $(date +%s) - t0))
+		log="$dir/$name/console.log"
+		seeds=$(grep -o 'seed=[0-9]*' "$log" 2>/dev/null | sort -u | tr '\n' ' ')
+		if [ "$rc" != 0 ]; then
+			fails=$((fails + 1))
+			failed+=("run $i: ${seeds:-no seed printed}log $log")
+			echo "soak: $name run $i/$n FAILED (${seeds:-no seed}) log: $log" >&2
+			grep -E '^\s+(FAIL|log line)' "$dir/run.out" | head -n 5 >&2
+		else
+			echo "soak: $name run $i/$n ok" >&2
+			rm -f "$log"	# keep only the logs of failed runs
+		fi
+	done
+	total_fail=$((total_fail + fails))
+	printf '%-30s %5s %9s  %s\n' "$name" "$n" "$fails" "${failed[*]:-}" >>"$results/table.txt"
+	[ $first = 1 ] || echo ',' >>"$json"
+	first=0
+	python3 - "$name" "$n" "$fails" "$secs" "${failed[@]}" >>"$json" <<'EOP'
+import json, sys
+name, runs, fails, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+print(json.dumps({"suite": name, "runs": runs, "failures": fails, "seconds": secs,
+                  "failed_runs": sys.argv[5:]}), end="")
+EOP
+done
+echo ']}' >>"$json"
+echo "==> soak: ${#files[@]} suites x $n runs in $(( $(date +%s) - start ))s (results/soak.json)" >&2
+cat "$results/table.txt"
+runs=$((${#files[@]} * n))
+echo "$((runs - total_fail)) passed, $total_fail failed"
+[ "$total_fail" = 0 ]
