@@ -95,7 +95,7 @@ expect_counter faults_injected 11
 
 # provider knobs the client must refuse: page size, struct versions
 va=$(gpu_alloc 128K)
-for cfg in page_size=4k page_size=128k pt_version=0x00020002 \
+for cfg in page_size=4k page_size=128k pt_version=0x00030000 \
 	pt_version=0x00010001 map_version=0x00030003 map_version=0x00020002; do
 	st config $cfg >/dev/null
 	st_errno EINVAL mr-reg "$va" 4096

@@ -40,10 +40,10 @@ sim config page_size=4k
 refuse_reg "4 KiB GPU pages" "GPU page size is 4 KiB (type 0), only 64 KiB pages are supported"
 sim config page_size=128k
 refuse_reg "128 KiB GPU pages" "GPU page size is 128 KiB (type 2), only 64 KiB pages are supported"
-sim config pt_version=0x00020002
-refuse_reg "page table major 2" "page table version 0x00020002 is incompatible with 0x00010002"
+sim config pt_version=0x00030000
+refuse_reg "page table major 3" "page table version 0x00030000 is not supported (this module reads 0x00010002 to 0x00020000"
 sim config pt_version=0x00010001
-refuse_reg "page table minor 1" "page table version 0x00010001 is incompatible"
+refuse_reg "page table minor 1" "page table version 0x00010001 is not supported"
 sim config map_version=0x00030003
 refuse_reg "mapping major 3" "DMA mapping version 0x00030003 is incompatible with 0x00020003"
 sim config map_version=0x00020002
