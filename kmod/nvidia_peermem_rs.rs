@@ -25,11 +25,24 @@ mod sys;
 
 use kernel::prelude::*;
 
+#[cfg(not(peermem_dropin))]
 module! {
     type: NvidiaPeermem,
     name: "nvidia_peermem_rs",
     author: "nvidia-peermem-rs developers",
     description: "GPUDirect RDMA peer-memory client for NVIDIA GPUs (Rust)",
+    license: "GPL",
+}
+
+// The drop-in build (Kbuild PEERMEM_DROPIN=1): NVIDIA's module name, so
+// `modprobe nvidia-peermem`, modules-load.d entries, the GPU Operator and
+// NCCL's /sys/module/nvidia_peermem/version find it unchanged.
+#[cfg(peermem_dropin)]
+module! {
+    type: NvidiaPeermem,
+    name: "nvidia_peermem",
+    author: "nvidia-peermem-rs developers",
+    description: "GPUDirect RDMA peer-memory client for NVIDIA GPUs (nvidia-peermem-rs drop-in, Rust)",
     license: "GPL",
 }
 

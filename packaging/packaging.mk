@@ -41,7 +41,17 @@ KVER ?= $(shell uname -r)
 DKMS ?= dkms
 SYSTEMCTL ?= systemctl
 
-PKG_SRCTREE := $(USRSRCDIR)/$(PKG_NAME)-$(PKG_VERSION)
+# PEERMEM_DROPIN=1: the drop-in's DKMS tree, nvidia-peermem-rs-dropin: the
+# same sources built as nvidia-peermem.ko (module nvidia_peermem), which
+# depmod prefers (updates/dkms) over the driver's own copy.
+PEERMEM_DROPIN ?= 0
+ifeq ($(PEERMEM_DROPIN),1)
+PKG_DKMS_NAME := $(PKG_NAME)-dropin
+else
+PKG_DKMS_NAME := $(PKG_NAME)
+endif
+
+PKG_SRCTREE := $(USRSRCDIR)/$(PKG_DKMS_NAME)-$(PKG_VERSION)
 
 # The module sources that go into the DKMS tree: Kbuild, kmod/ and ffi/ as
 # committed to git (like git archive: never build products, never stray
@@ -59,7 +69,7 @@ PKG_MODULE_FILES = $(shell cd $(PKG_ROOT) && \
 # --- the DKMS source tree ----------------------------------------------------
 # Staged into $(PKG_OUT)/dkms/$(PKG_NAME)-$(PKG_VERSION), exactly:
 # dkms.conf, Makefile (packaging/dkms/Makefile), Kbuild, kmod/, ffi/.
-PKG_STAGE := $(PKG_OUT)/dkms/$(PKG_NAME)-$(PKG_VERSION)
+PKG_STAGE := $(PKG_OUT)/dkms/$(PKG_DKMS_NAME)-$(PKG_VERSION)
 
 dkms-source:
 	@test -f $(PKG_ROOT)/Kbuild && test -d $(PKG_ROOT)/kmod || \
@@ -69,6 +79,11 @@ dkms-source:
 	mkdir -p $(PKG_STAGE)
 	install -m 0644 $(PKG_SRC)/dkms/dkms.conf $(PKG_STAGE)/dkms.conf
 	install -m 0644 $(PKG_SRC)/dkms/Makefile $(PKG_STAGE)/Makefile
+	if [ "$(PEERMEM_DROPIN)" = 1 ]; then \
+		sed -i -e 's/^PACKAGE_NAME=.*/PACKAGE_NAME="$(PKG_DKMS_NAME)"/' \
+			-e 's/^MAKE\[0\]="make /MAKE[0]="make PEERMEM_DROPIN=1 /' \
+			-e 's/^BUILT_MODULE_NAME\[0\]=.*/BUILT_MODULE_NAME[0]="nvidia-peermem"/' \
+			$(PKG_STAGE)/dkms.conf; fi
 	cd $(PKG_ROOT) && for f in $(PKG_MODULE_FILES); do \
 		install -D -m 0644 "$$f" "$(PKG_STAGE)/$$f" || exit 1; done
 	@echo "packaging: DKMS source tree staged in $(PKG_STAGE)"

@@ -25,6 +25,21 @@ if [ -f Kbuild ]; then
 	make -s -C "$kdir" M="$repo" "${PEERMEM_KMAKE_ARGS[@]}" "${syms[@]}" -j"$jobs" modules >&2
 fi
 
+if [ -f Kbuild ]; then
+	# The drop-in (PEERMEM_DROPIN=1: nvidia-peermem.ko, module
+	# nvidia_peermem), built from a copy so its objects stay apart.
+	echo "build: nvidia-peermem.ko (drop-in)" >&2
+	dropin=$repo/build/dropin
+	mkdir -p "$dropin"
+	# sources only (mtimes kept: an unchanged tree rebuilds nothing)
+	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' \
+		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \
+		Kbuild kmod ffi | tar -C "$dropin" -xf -
+	make -s -C "$kdir" M="$dropin" "${PEERMEM_KMAKE_ARGS[@]}" "${syms[@]}" PEERMEM_DROPIN=1 \
+		-j"$jobs" nvidia-peermem.ko >&2 2>&1 | grep -v "^nvidia_peermem_rs:" >&2 || true
+	[ -f "$dropin/nvidia-peermem.ko" ] || { echo "build: the drop-in did not build" >&2; exit 1; }
+fi
+
 echo "build: host tools (vm-verdict) and static guest binaries" >&2
 cargo build -q --release -p vm-verdict >&2
 if [ -f tests/sim-client/Cargo.toml ]; then

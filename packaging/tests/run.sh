@@ -302,6 +302,44 @@ test_modprobe() {
 	unset NVIDIA_PEERMEM_RS_SYSFS NVIDIA_PEERMEM_RS_KMSG
 }
 
+# --- the drop-in (issue 16): depmod's search order picks DKMS's copy -------------------
+# A staged tree with the driver's own nvidia-peermem.ko (kernel/) and the
+# drop-in where DKMS installs it (updates/dkms/): `modprobe nvidia-peermem`
+# resolves to the drop-in; removing it gives the driver's copy back.
+test_dropin_override() {
+	local root=$T/dropin-root kv=6.12.0-dropin ours theirs shown
+	ours=$repo/build/dropin/nvidia-peermem.ko
+	[ -f "$ours" ] || ours=$(find "$kdir" "$repo/tests/fixtures" -name '*.ko' 2>/dev/null | head -n 1)
+	theirs=$(find "$repo/tests/fixtures" -name '*.ko' 2>/dev/null | head -n 1)
+	[ -n "$ours" ] && [ -n "$theirs" ] || die "no .ko to stage"
+	mkdir -p "$root/lib/modules/$kv/kernel/drivers/video" "$root/lib/modules/$kv/updates/dkms"
+	cp "$theirs" "$root/lib/modules/$kv/kernel/drivers/video/nvidia-peermem.ko"
+	cp "$ours" "$root/lib/modules/$kv/updates/dkms/nvidia-peermem.ko"
+	depmod -b "$root" "$kv" || die "depmod -b"
+	shown=$(modprobe -d "$root" -S "$kv" --show-depends nvidia-peermem 2>&1)
+	echo "installed: $shown"
+	case "$shown" in
+	*"/updates/dkms/nvidia-peermem.ko"*) ;;
+	*) die "modprobe nvidia-peermem does not pick the drop-in: $shown" ;;
+	esac
+	# The drop-in's DKMS tree says so to dkms.
+	mk -s dkms-source PEERMEM_DROPIN=1 >/dev/null || die "make dkms-source PEERMEM_DROPIN=1"
+	local conf
+	conf=$out/dkms/$name-dropin-$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$pkg/dkms/dkms.conf")/dkms.conf
+	grep -q '^PACKAGE_NAME="nvidia-peermem-rs-dropin"' "$conf" &&
+		grep -q '^MAKE\[0\]="make PEERMEM_DROPIN=1 ' "$conf" &&
+		grep -q '^BUILT_MODULE_NAME\[0\]="nvidia-peermem"' "$conf" ||
+		die "the drop-in's dkms.conf: $(grep -E '^(PACKAGE_NAME|MAKE|BUILT_MODULE_NAME)' "$conf")"
+	rm "$root/lib/modules/$kv/updates/dkms/nvidia-peermem.ko"
+	depmod -b "$root" "$kv" || die "depmod -b"
+	shown=$(modprobe -d "$root" -S "$kv" --show-depends nvidia-peermem 2>&1)
+	echo "removed: $shown"
+	case "$shown" in
+	*"/kernel/drivers/video/nvidia-peermem.ko"*) ;;
+	*) die "removing the drop-in does not give the driver's copy back: $shown" ;;
+	esac
+}
+
 # --- the DKMS source tree and its Makefile's checks -----------------------------------
 test_dkms_source() {
 	local st=$out/dkms/$name-$version
@@ -563,6 +601,7 @@ if [ -z "$kver" ]; then
 	bad "dkms (no Rust-enabled kernel tree: see $res/kernel.log)"
 else
 	t modprobe-dry-run test_modprobe
+	t dropin-override test_dropin_override
 	t dkms-source test_dkms_source
 	t sysroot make_sysroot
 	t build-env-checks test_build_env_checks

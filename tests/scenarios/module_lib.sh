@@ -23,7 +23,7 @@ done
 
 # Whatever an earlier, failed scenario left loaded goes first (unloading the
 # control device deregisters its MRs and frees its GPU memory).
-for _m in peermem_sim nvidia_peermem_rs peermem_refclient peerdirect_sim nvidia_p2p_sim nvidia_p2p_sim_r525; do
+for _m in peermem_sim nvidia_peermem_rs nvidia_peermem peermem_refclient peerdirect_sim nvidia_p2p_sim nvidia_p2p_sim_r525; do
 	[ -d /sys/module/$_m ] && rmmod $_m 2>/dev/null
 done
 

@@ -33,6 +33,13 @@ while IFS= read -r ko; do
 done < <(find "$repo" -name '*.ko' -not -path "$repo/target/*" \
 	-not -path "$repo/results/*" -not -path "$repo/build/*" -not -path "$repo/.git/*")
 
+# The drop-in (nvidia-peermem.ko) where DKMS installs it, so the guest's
+# depmod/modprobe find it by NVIDIA's module name.
+if [ -f "$repo/build/dropin/nvidia-peermem.ko" ]; then
+	mkdir -p "$stage/lib/modules/$release/updates/dkms"
+	cp "$repo/build/dropin/nvidia-peermem.ko" "$stage/lib/modules/$release/updates/dkms/"
+fi
+
 for bin in simtest peermem-check; do
 	p="$repo/target/x86_64-unknown-linux-gnu/release/$bin"
 	if [ -x "$p" ]; then

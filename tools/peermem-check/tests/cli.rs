@@ -341,3 +341,38 @@ fn doctor_reports_the_p2p_page_table_version() {
     assert!(c["detail"].as_str().unwrap().contains("0x00030000"), "{c}");
     assert!(c["fix"].is_string(), "{c}");
 }
+
+#[test]
+fn doctor_tells_the_drop_in_from_nvidias_module() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = |p: &str, text: &str| {
+        let f = dir.path().join(p.trim_start_matches('/'));
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, text).unwrap();
+    };
+    let root = dir.path().to_str().unwrap().to_string();
+    let detail = || {
+        let v = json_of(&run(&["doctor", "--json", "--root", &root]));
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == "peer_memory_client")
+            .unwrap()["detail"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    w("/sys/module/nvidia_peermem/version", "580.82.07\n");
+    w(
+        "/sys/module/nvidia_peermem/parameters/peerdirect_support",
+        "0\n",
+    );
+    assert!(detail().contains("NVIDIA's nvidia-peermem"), "{}", detail());
+    w("/sys/module/nvidia_peermem/parameters/coalesce_sg", "0\n");
+    assert!(
+        detail().contains("nvidia-peermem-rs drop-in"),
+        "{}",
+        detail()
+    );
+}

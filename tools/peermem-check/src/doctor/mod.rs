@@ -68,6 +68,16 @@ pub fn run(inp: &Inputs) -> Vec<Check> {
     checks
 }
 
+/// Who made loaded client module `m`: the drop-in build of this project
+/// takes NVIDIA's name (nvidia_peermem) and is told apart by the parameter
+/// NVIDIA's module does not have.
+pub fn implementation(r: &SysRoot, m: &str) -> &'static str {
+    if m == "nvidia_peermem" && r.exists("/sys/module/nvidia_peermem/parameters/coalesce_sg") {
+        return "nvidia-peermem-rs drop-in, under NVIDIA's name";
+    }
+    CLIENTS.iter().find(|(n, _)| *n == m).map_or("", |c| c.1)
+}
+
 /// The loaded peer-memory client modules.
 pub fn loaded_clients(r: &SysRoot) -> Vec<&'static str> {
     CLIENTS
@@ -237,6 +247,7 @@ fn peer_memory_client(r: &SysRoot) -> Check {
     let data = json!({
         "loaded": loaded.iter().map(|m| json!({
             "module": m,
+            "implementation": implementation(r, m),
             "version": r.read(&format!("/sys/module/{m}/version")),
             "parameters": client_params(r, m),
         })).collect::<Vec<_>>(),
@@ -251,7 +262,7 @@ fn peer_memory_client(r: &SysRoot) -> Check {
         .fix("modprobe nvidia_peermem_rs (or NVIDIA's nvidia-peermem)")
         .data(data),
         [m] => {
-            let who = CLIENTS.iter().find(|(n, _)| n == m).map_or("", |c| c.1);
+            let who = implementation(r, m);
             let params: Vec<String> = client_params(r, m)
                 .iter()
                 .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
