@@ -21,6 +21,5 @@ echo "---- counters after validate"
 simtest counters
 unload nvidia_peermem_rs
 unload_sim_stack
-leaks=$(kmemleak_new)
-[ "$leaks" = 0 ] || fail "kmemleak found $leaks leaks" leaks="$leaks"
-pass validated=yes leaks=0
+no_new_leaks
+pass validated=yes leaks=$LEAKS

@@ -129,6 +129,5 @@ st_errno EINVAL fault no_such_op 1 EIO
 unload peermem_refclient
 teardown
 dmesg_has "leaked page table" || fail "the provider did not report the leak at unload"
-leaks=$(kmemleak_new)
-[ "$leaks" = 0 ] || fail "kmemleak found $leaks leaks" leaks="$leaks"
-pass faults=$n leaks=0
+no_new_leaks
+pass faults=$n leaks=$LEAKS

@@ -72,6 +72,5 @@ st gpu-free "$va" >/dev/null
 no_leaks
 dmesg_has "$splat" && fail "lockdep reported an inversion"
 teardown
-leaks=$(kmemleak_new)
-[ "$leaks" = 0 ] || fail "kmemleak found $leaks leaks" leaks="$leaks"
-pass races=152 leaks=0
+no_new_leaks
+pass races=152 leaks=$LEAKS

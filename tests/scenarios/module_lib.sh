@@ -77,10 +77,9 @@ no_leaks() {
 	fi
 }
 
-# finish_clean: unload everything, check kmemleak, nothing else.
+# finish_clean: unload everything, then the leak check (no_new_leaks).
 finish_clean() {
 	unload nvidia_peermem_rs
 	unload_sim_stack
-	_leaks=$(kmemleak_new)
-	[ "$_leaks" = 0 ] || fail "kmemleak found $_leaks leaks" leaks="$_leaks"
+	no_new_leaks
 }

@@ -51,6 +51,5 @@ fi
 
 unload nvidia_peermem_rs
 unload_sim_stack
-leaks=$(kmemleak_new)
-[ "$leaks" = 0 ] || fail "kmemleak found $leaks leaks" leaks="$leaks"
-pass ops=$ops leaks=0
+no_new_leaks
+pass ops=$ops leaks=$LEAKS

@@ -47,28 +47,36 @@ hex() {
 	printf '0x%x' $(($1))
 }
 
-# range_module: our module's text [start, end) from kallsyms.
+# range_module: our module's text [start, end) from kallsyms. Reading
+# /proc/kallsyms takes seconds under TCG, and the text does not move while
+# the module stays loaded (sections 2 and 3), so it is read once.
 range_module() {
-	_syms=$(grep -E " [tT] .*\[$REL_MOD\]" /proc/kallsyms | cut -d' ' -f1 | sort)
-	[ -n "$_syms" ] || fail "no text symbols of $REL_MOD in /proc/kallsyms"
-	_lo=0x$(echo "$_syms" | head -n 1)
-	_hi=0x$(echo "$_syms" | tail -n 1)
-	_text=$(cat /sys/module/$REL_MOD/sections/.text 2>/dev/null || echo "$_lo")
-	[ $((_text)) -lt $((_lo)) ] && _lo=$_text
-	# The last function ends before the next page boundary plus one page
-	# (module text is a page-granular vmalloc area with a guard page).
-	_end=$(( ((_hi + 4096) & ~4095) + 4096 ))
-	fs_set require-start "$(hex "$_lo")"
-	fs_set require-end "$(hex "$_end")"
-	log "filter: $REL_MOD text $(hex "$_lo")..$(hex "$_end")"
+	if [ -z "${RM_START:-}" ]; then
+		_syms=$(grep -E " [tT] .*\[$REL_MOD\]" /proc/kallsyms | cut -d' ' -f1 | sort)
+		[ -n "$_syms" ] || fail "no text symbols of $REL_MOD in /proc/kallsyms"
+		_lo=0x$(echo "$_syms" | head -n 1)
+		_hi=0x$(echo "$_syms" | tail -n 1)
+		_text=$(cat /sys/module/$REL_MOD/sections/.text 2>/dev/null || echo "$_lo")
+		[ $((_text)) -lt $((_lo)) ] && _lo=$_text
+		# The last function ends before the next page boundary plus one
+		# page (module text is a page-granular vmalloc area with a guard
+		# page).
+		RM_START=$(hex "$_lo")
+		RM_END=$(hex $(( ((_hi + 4096) & ~4095) + 4096 )))
+		log "filter: $REL_MOD text $RM_START..$RM_END"
+	fi
+	fs_set require-start "$RM_START"
+	fs_set require-end "$RM_END"
 }
 
 # range_module_area: everything above the kernel image (module area).
 range_module_area() {
-	_kend=0x$(grep -E ' [A-Za-z] _end$' /proc/kallsyms | cut -d' ' -f1)
-	fs_set require-start "$_kend"
+	if [ -z "${KERNEL_END:-}" ]; then
+		KERNEL_END=0x$(grep -E ' [A-Za-z] _end$' /proc/kallsyms | cut -d' ' -f1)
+		log "filter: module area $KERNEL_END..0xffffffffff000000"
+	fi
+	fs_set require-start "$KERNEL_END"
 	fs_set require-end 0xffffffffff000000
-	log "filter: module area $(hex "$_kend")..0xffffffffff000000"
 }
 
 fs_off() {

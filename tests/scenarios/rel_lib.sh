@@ -186,34 +186,16 @@ settle_idle() {
 	module_debugfs
 }
 
-# kmemleak_scan: the number of new leak reports. kmemleak reports an object
-# only when it is unreferenced AND its checksum did not change since the
-# previous scan, so a fresh leak needs two scans (lib.sh's kmemleak_new does
-# one: it reports leaks a scenario late).
-kmemleak_scan() {
-	_k=/sys/kernel/debug/kmemleak
-	[ -w $_k ] || {
-		echo 0
-		return
-	}
-	sleep 6
-	echo scan >$_k
-	echo scan >$_k
-	_n=$(grep -c "unreferenced object" $_k)
-	cat $_k >&2
-	echo clear >$_k
-	echo "$_n"
-}
-
-# kmemleak_check: adds kmemleak's new reports to the leak figure. A scan
-# costs ~15 s under TCG: scenarios call it with "light" when the suite's
-# final scan (guest-init's finish, which fails the whole boot on a leak) is
-# enough; kmemleak=1 on the scenario's line forces it.
+# kmemleak_check [light]: adds kmemleak's new reports to the leak figure and
+# fails on any. Scenarios pass "light" where the suite's final scan (see
+# lib.sh's kmemleak_new) is enough; kmemleak=1 on the scenario's line, or
+# peermem.kmemleak=each for the boot, makes it scan anyway.
 kmemleak_check() {
-	if [ "$1" = light ] && [ "${rel_arg_kmemleak:-0}" != 1 ]; then
+	if [ "$1" = light ] && [ "${rel_arg_kmemleak:-0}" != 1 ] && ! kmemleak_each; then
 		return 0
 	fi
-	_n=$(kmemleak_scan)
+	_n=$(kmemleak_new force)
+	[ "$_n" = off ] && return 0
 	REL_LEAKS=$((REL_LEAKS + _n))
 	[ "$_n" = 0 ] || fail "kmemleak reports $_n unreferenced object(s)" $(figures)
 }

@@ -47,6 +47,5 @@ runs=$(echo "$json" | grep -c '"result": "pass"')
 lc=$(simtest leak-check) || fail "validate left something behind: $lc"
 unload nvidia_peermem_rs
 unload_sim_stack
-leaks=$(kmemleak_new)
-[ "$leaks" = 0 ] || fail "kmemleak found $leaks leaks" leaks="$leaks"
-pass runs=$((3 * 3 * 3 + 2 * 2 + 1)) leaks=0
+no_new_leaks
+pass runs=$((3 * 3 * 3 + 2 * 2 + 1)) leaks=$LEAKS

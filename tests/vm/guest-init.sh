@@ -18,7 +18,9 @@ depmod 2>/dev/null
 
 finish() {
 	# Every object allocated by a test and never freed shows up here as
-	# "unreferenced object", which the host's verdict counts as a splat.
+	# "unreferenced object", which the host's verdict counts as a splat:
+	# wait out kmemleak's minimum object age (5 s), then two scans (the
+	# first records each new object's checksum, the second reports).
 	if [ -w /sys/kernel/debug/kmemleak ]; then
 		sleep 6
 		echo scan > /sys/kernel/debug/kmemleak
@@ -73,11 +75,10 @@ if [ ! -r "$file" ]; then
 	finish
 fi
 
-# Leaks from boot are not ours: mark everything known so far as seen.
-if [ -w /sys/kernel/debug/kmemleak ]; then
-	echo scan > /sys/kernel/debug/kmemleak
-	echo clear > /sys/kernel/debug/kmemleak
-fi
+# No kmemleak scan here: kmemleak reports an object only when two scans in
+# a row find it unreferenced and unchanged, so a first scan reports nothing
+# and a "clear" after it hides nothing; it cost ~8 s a boot. Scenarios scan
+# only when peermem.kmemleak=each (see lib.sh); finish always does.
 
 while read -r directive rest; do
 	case "$directive" in

@@ -23,6 +23,11 @@ cmdline="console=ttyS0,115200 panic=-1 loglevel=7 peermem.suite=$name kasan_mult
 # no5lvl: 4-level paging as on most servers; under -cpu max (LA57) an early
 # interrupt during identify_cpu was seen to trip KASAN under host load.
 cmdline="$cmdline hung_task_panic=0 kmemleak=on no5lvl $extra_cmdline"
+# PEERMEM_KMEMLEAK=each: every scenario scans for leaks itself, naming the
+# one that leaked (slower; by default the suite's final scan finds them).
+if [ -n "${PEERMEM_KMEMLEAK:-}" ]; then
+	cmdline="$cmdline peermem.kmemleak=$PEERMEM_KMEMLEAK"
+fi
 qemu=(qemu-system-x86_64 -machine q35 -accel tcg -cpu max -smp 2 -m "$memory"
 	-display none -monitor none -no-reboot -serial "file:$log"
 	-kernel "$kdir/arch/x86/boot/bzImage" -initrd "$initramfs")

@@ -16,17 +16,30 @@ plants=(
 	"selftest-warn vm:selftest-warn:splats WARN"
 	"selftest-kunit kunit:harness_selftest failing-KUnit-case"
 	"selftest-timeout vm:selftest-timeout:completed timeout"
+	"selftest-leak vm:selftest-leak:splats kmemleak"
 )
+# The boots run PEERMEM_VM_JOBS (default 2) at a time; judged in order.
+jobs=${PEERMEM_VM_JOBS:-2}
+for plant in "${plants[@]}"; do
+	read -r suite _ <<<"$plant"
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+		wait -n
+	done
+	(
+		"$repo/tests/vm/run-suite.sh" "$repo/tests/vm/selftest/$suite.suite" "$initramfs" \
+			"$kdir" "$results" >"$results/$suite.out" 2>&1
+		echo $? >"$results/$suite.rc"
+	) &
+done
+wait
 tests=()
 rc=0
 for plant in "${plants[@]}"; do
 	read -r suite must_fail what <<<"$plant"
-	"$repo/tests/vm/run-suite.sh" "$repo/tests/vm/selftest/$suite.suite" "$initramfs" "$kdir" \
-		"$results" >"$results/$suite.out" 2>&1
-	suite_rc=$?
+	suite_rc=$(cat "$results/$suite.rc" 2>/dev/null || echo 2)
 	ok=false
 	reason="suite exited $suite_rc"
-	if [ $suite_rc -eq 1 ] && [ -f "$results/$suite/verdict.json" ] &&
+	if [ "$suite_rc" -eq 1 ] && [ -f "$results/$suite/verdict.json" ] &&
 		python3 - "$results/$suite/verdict.json" "$must_fail" <<'EOP'
 import json, sys
 v = json.load(open(sys.argv[1]))
@@ -35,7 +48,7 @@ EOP
 	then
 		ok=true
 		reason=""
-	elif [ $suite_rc -eq 0 ]; then
+	elif [ "$suite_rc" -eq 0 ]; then
 		reason="the planted $what went unnoticed: the suite came out green"
 	fi
 	echo "harness self-test: planted $what -> $([ $ok = true ] && echo detected || echo "NOT DETECTED ($reason)")" >&2

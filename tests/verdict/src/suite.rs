@@ -96,7 +96,7 @@ impl Suite {
         let mut suite = Suite {
             name: name.to_string(),
             timeout_s: 300,
-            memory_mib: 1024,
+            memory_mib: 512,
             ..Suite::default()
         };
         for (idx, raw) in text.lines().enumerate() {
