@@ -10,6 +10,8 @@
 #   make dkms-remove                                 dkms remove --all + uninstall
 #   make dkms-source                                 stage the DKMS tree only
 #   make deb                                         build/packaging/*.deb
+#   PEERMEM_DROPIN=1 with dkms-source, install or deb: the drop-in
+#   (nvidia-peermem-rs-dropin[-dkms]: nvidia-peermem.ko by NVIDIA's name)
 #   make packaging-test                              all of it, host untouched
 #
 # Installed (DESTDIR prefixed):
@@ -102,6 +104,14 @@ packaging-print-files:
 PKG_SUBST = sed -e 's|/usr/libexec/$(PKG_NAME)|$(LIBEXECDIR)|g' \
 	-e 's|/usr/share/doc/$(PKG_NAME)/|$(DOCDIR)/|g' \
 	-e 's|/etc/$(PKG_NAME)/build.conf|$(PEERMEM_CONFDIR)/build.conf|g'
+# The drop-in's unit loads the module by NVIDIA's name.
+ifeq ($(PEERMEM_DROPIN),1)
+PKG_SUBST_UNIT = $(PKG_SUBST) -e 's|modprobe nvidia_peermem_rs|modprobe nvidia_peermem|' \
+	-e 's|modprobe -r nvidia_peermem_rs|modprobe -r nvidia_peermem|' \
+	-e 's|^Description=.*|Description=GPUDirect RDMA peer-memory client (nvidia-peermem-rs drop-in for nvidia-peermem)|'
+else
+PKG_SUBST_UNIT = $(PKG_SUBST)
+endif
 
 install: dkms-source
 	rm -rf $(DESTDIR)$(PKG_SRCTREE)
@@ -114,7 +124,7 @@ install: dkms-source
 	chmod 0644 $(DESTDIR)$(MODPROBEDIR)/$(PKG_NAME).conf
 	install -m 0644 $(PKG_SRC)/build.conf $(DESTDIR)$(PEERMEM_CONFDIR)/build.conf
 	install -m 0755 $(PKG_SRC)/libexec/$(PKG_NAME)-guard $(DESTDIR)$(LIBEXECDIR)/$(PKG_NAME)-guard
-	$(PKG_SUBST) $(PKG_SRC)/systemd/$(PKG_NAME).service > $(DESTDIR)$(SYSTEMDUNITDIR)/$(PKG_NAME).service
+	$(PKG_SUBST_UNIT) $(PKG_SRC)/systemd/$(PKG_NAME).service > $(DESTDIR)$(SYSTEMDUNITDIR)/$(PKG_NAME).service
 	chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$(PKG_NAME).service
 	install -m 0644 $(PKG_SRC)/README.md $(DESTDIR)$(DOCDIR)/README.md
 
@@ -152,7 +162,7 @@ dkms-remove:
 	-if [ -d /run/systemd/system ]; then $(SYSTEMCTL) daemon-reload; fi
 
 # --- Debian package of the DKMS source -------------------------------------
-PKG_DEB_NAME := $(PKG_NAME)-dkms
+PKG_DEB_NAME := $(PKG_DKMS_NAME)-dkms
 PKG_DEB_VERSION := $(PKG_VERSION)-1
 PKG_DEB_MAINTAINER ?= nvidia-peermem-rs maintainers <maintainers@nvidia-peermem-rs.example>
 PKG_DEB := $(PKG_OUT)/$(PKG_DEB_NAME)_$(PKG_DEB_VERSION)_all.deb
@@ -164,7 +174,7 @@ deb:
 	$(MAKE) -f $(PKG_SRC)/packaging.mk install DESTDIR=$(PKG_DEB_ROOT) PREFIX=/usr \
 		SYSCONFDIR=/etc USRSRCDIR=/usr/src LIBEXECDIR=/usr/libexec/$(PKG_NAME) \
 		SYSTEMDUNITDIR=/lib/systemd/system DOCDIR=/usr/share/doc/$(PKG_DEB_NAME)
-	$(PKG_SRC)/deb/build-deb.sh $(PKG_DEB_ROOT) $(PKG_DEB) $(PKG_NAME) $(PKG_VERSION) \
+	$(PKG_SRC)/deb/build-deb.sh $(PKG_DEB_ROOT) $(PKG_DEB) $(PKG_DKMS_NAME) $(PKG_VERSION) \
 		$(PKG_DEB_VERSION) "$(PKG_DEB_MAINTAINER)"
 
 # --- tests (nothing outside build/packaging and a temp dir is touched) --------

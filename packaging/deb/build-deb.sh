@@ -21,7 +21,10 @@ doc="$root/usr/share/doc/$pkg"
 
 install -d -m 0755 "$root/DEBIAN" "$doc"
 install -m 0644 "$here/copyright" "$doc/copyright"
-install -D -m 0644 "$here/lintian-overrides" "$root/usr/share/lintian/overrides/$pkg"
+install -d -m 0755 "$root/usr/share/lintian/overrides"
+sed -e "s/nvidia-peermem-rs-dkms/$pkg/g" "$here/lintian-overrides" \
+	> "$root/usr/share/lintian/overrides/$pkg"
+chmod 0644 "$root/usr/share/lintian/overrides/$pkg"
 # changelog.Debian: the version and date of this build.
 date=$(date -R -d "@${SOURCE_DATE_EPOCH:-$(date +%s)}")
 sed -e "s/@NAME@/$pkg/g" -e "s/@VERSION@/$debversion/g" \
@@ -30,7 +33,8 @@ sed -e "s/@NAME@/$pkg/g" -e "s/@VERSION@/$debversion/g" \
 chmod 0644 "$doc/changelog.Debian.gz"
 
 for s in postinst prerm postrm; do
-	sed -e "s/@NAME@/$name/g" -e "s/@VERSION@/$version/g" "$here/$s.in" > "$root/DEBIAN/$s"
+	sed -e "s/@NAME@/$name/g" -e "s/@VERSION@/$version/g" -e "s/@PACKAGE@/$pkg/g" \
+		"$here/$s.in" > "$root/DEBIAN/$s"
 	chmod 0755 "$root/DEBIAN/$s"
 done
 
@@ -43,9 +47,26 @@ chmod 0644 "$root/DEBIAN/conffiles"
 chmod 0644 "$root/DEBIAN/md5sums"
 
 size=$(du -k -s --exclude=DEBIAN "$root" | cut -f1)
+# The package and the drop-in (nvidia-peermem-rs-dropin: the same module
+# built as nvidia-peermem.ko) ship the same /etc and unit paths, and two
+# peer-memory clients never serve at once: each conflicts with the other.
+case "$name" in
+*-dropin)
+	other="${name%-dropin}-dkms"
+	dropin=" .\n This is the drop-in build: the module is named nvidia_peermem (file\n nvidia-peermem.ko), installed by DKMS under updates/dkms, where\n \"modprobe nvidia-peermem\" picks it over the NVIDIA driver's own copy.\n Removing the package gives the driver's copy back."
+	;;
+*)
+	other="$name-dropin-dkms"
+	dropin=""
+	;;
+esac
 sed -e "s/@PACKAGE@/$pkg/g" -e "s/@VERSION@/$debversion/g" \
 	-e "s/@MAINTAINER@/$maintainer/g" -e "s/@SIZE@/$size/g" \
+	-e "s/@CONFLICTS@/$other/g" \
 	"$here/control.in" > "$root/DEBIAN/control"
+if [ -n "$dropin" ]; then
+	printf '%b\n' "$dropin" >> "$root/DEBIAN/control"
+fi
 chmod 0644 "$root/DEBIAN/control"
 
 # Directories 0755, files 0644 except the executables, owned by root.

@@ -548,6 +548,36 @@ test_deb() {
 	echo "deb: $deb ($(stat -c %s "$deb") bytes)"
 }
 
+# The drop-in's package: its own name and DKMS tree, the module built by
+# NVIDIA's name, the unit loading nvidia_peermem, the guard still in place,
+# and each package conflicting with the other (never two clients, never two
+# owners of /etc/modprobe.d/nvidia-peermem-rs.conf).
+test_deb_dropin() {
+	local deb=$out/$name-dropin-dkms_$version-1_all.deb x=$T/debdx
+	rm -f "$deb"
+	mk deb PEERMEM_DROPIN=1 >/dev/null || return 1
+	[ -f "$deb" ] || die "no $deb"
+	[ "$(dpkg-deb -f "$deb" Package)" = "$name-dropin-dkms" ] || die "drop-in Package field"
+	[ "$(dpkg-deb -f "$deb" Conflicts)" = "$name-dkms" ] || die "drop-in Conflicts: $(dpkg-deb -f "$deb" Conflicts)"
+	[ "$(dpkg-deb -f "$out/$name-dkms_$version-1_all.deb" Conflicts)" = "$name-dropin-dkms" ] ||
+		die "the package does not conflict with the drop-in"
+	mkdir -p "$x/DEBIAN" && dpkg-deb -x "$deb" "$x" && dpkg-deb -e "$deb" "$x/DEBIAN" || die "unpack"
+	local src=$x/usr/src/$name-dropin-$version
+	grep -q '^PACKAGE_NAME="nvidia-peermem-rs-dropin"' "$src/dkms.conf" &&
+		grep -q '^BUILT_MODULE_NAME\[0\]="nvidia-peermem"' "$src/dkms.conf" &&
+		grep -q '^MAKE\[0\]="make PEERMEM_DROPIN=1 ' "$src/dkms.conf" || die "drop-in dkms.conf"
+	[ -f "$src/kmod/nvidia_peermem_rs.rs" ] || die "drop-in sources missing"
+	grep -q '^DKMS_NAME=nvidia-peermem-rs-dropin$' "$x/DEBIAN/postinst" || die "postinst DKMS name"
+	grep -q '^ExecStart=/sbin/modprobe nvidia_peermem$' "$x/lib/systemd/system/$name.service" ||
+		die "the drop-in's unit does not load nvidia_peermem"
+	grep -q "^install nvidia_peermem .*$name-guard nvidia_peermem;" "$x/etc/modprobe.d/$name.conf" ||
+		die "the guard does not cover nvidia_peermem in the drop-in"
+	systemd-analyze verify --man=no "$x/lib/systemd/system/$name.service" || die "drop-in unit"
+	lintian "$deb" >"$res/lintian-dropin.txt" 2>&1
+	! grep -q '^E:' "$res/lintian-dropin.txt" || die "lintian errors: $(grep '^E:' "$res/lintian-dropin.txt")"
+	echo "deb (drop-in): $deb ($(stat -c %s "$deb") bytes)"
+}
+
 test_lintian() {
 	local deb=$out/$name-dkms_$version-1_all.deb
 	command -v lintian >/dev/null || die "lintian missing (packaging/deps.txt)"
@@ -597,6 +627,7 @@ t install-usr-local test_install_usr_local
 t install-usr test_install_usr
 t deb test_deb
 t lintian test_lintian
+t deb-dropin test_deb_dropin
 if [ -z "$kver" ]; then
 	bad "dkms (no Rust-enabled kernel tree: see $res/kernel.log)"
 else

@@ -22,4 +22,4 @@ simtest counters
 unload nvidia_peermem_rs
 unload_sim_stack
 no_new_leaks
-pass validated=yes leaks=$LEAKS
+pass validated=yes leaks="$LEAKS"

@@ -130,4 +130,4 @@ unload peermem_refclient
 teardown
 dmesg_has "leaked page table" || fail "the provider did not report the leak at unload"
 no_new_leaks
-pass faults=$n leaks=$LEAKS
+pass faults=$n leaks="$LEAKS"

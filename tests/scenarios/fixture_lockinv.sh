@@ -73,4 +73,4 @@ no_leaks
 dmesg_has "$splat" && fail "lockdep reported an inversion"
 teardown
 no_new_leaks
-pass races=152 leaks=$LEAKS
+pass races=152 leaks="$LEAKS"

@@ -37,4 +37,4 @@ modprobe -r nvidia-peermem 2>/dev/null
 [ ! -e /sys/kernel/mm/memory_peers/nv_mem ] || fail "nv_mem still registered after unload"
 unload_sim_stack
 no_new_leaks
-pass nccl_paths=3 implementation=drop-in leaks=$LEAKS
+pass nccl_paths=3 implementation=drop-in leaks="$LEAKS"

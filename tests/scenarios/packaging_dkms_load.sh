@@ -52,4 +52,4 @@ fi
 unload nvidia_peermem_rs
 unload_sim_stack
 no_new_leaks
-pass ops=$ops leaks=$LEAKS
+pass ops=$ops leaks="$LEAKS"

@@ -48,4 +48,4 @@ lc=$(simtest leak-check) || fail "validate left something behind: $lc"
 unload nvidia_peermem_rs
 unload_sim_stack
 no_new_leaks
-pass runs=$((3 * 3 * 3 + 2 * 2 + 1)) leaks=$LEAKS
+pass runs=$((3 * 3 * 3 + 2 * 2 + 1)) leaks="$LEAKS"
