@@ -54,6 +54,11 @@ PKG_DKMS_NAME := $(PKG_NAME)
 endif
 
 PKG_SRCTREE := $(USRSRCDIR)/$(PKG_DKMS_NAME)-$(PKG_VERSION)
+# The drop-in (module 0.1.0) replaces the driver's nvidia-peermem.ko
+# (580.x): dkms's version sanity check would refuse it as "not newer".
+# Debian's dkms skips that check for a module listed here as
+# NAME_version-override (dkms's force_installation()).
+PKG_DKMS_FORCE_DIR := /usr/share/dkms/modules_to_force_install
 
 # The module sources that go into the DKMS tree: Kbuild, kmod/ and ffi/ as
 # committed to git (like git archive: never build products, never stray
@@ -127,6 +132,10 @@ install: dkms-source
 	$(PKG_SUBST_UNIT) $(PKG_SRC)/systemd/$(PKG_NAME).service > $(DESTDIR)$(SYSTEMDUNITDIR)/$(PKG_NAME).service
 	chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$(PKG_NAME).service
 	install -m 0644 $(PKG_SRC)/README.md $(DESTDIR)$(DOCDIR)/README.md
+	if [ "$(PEERMEM_DROPIN)" = 1 ]; then \
+		install -d $(DESTDIR)$(PKG_DKMS_FORCE_DIR) && \
+		echo "$(PKG_DKMS_NAME)_version-override" > $(DESTDIR)$(PKG_DKMS_FORCE_DIR)/$(PKG_DKMS_NAME) && \
+		chmod 0644 $(DESTDIR)$(PKG_DKMS_FORCE_DIR)/$(PKG_DKMS_NAME); fi
 
 uninstall:
 	rm -rf $(DESTDIR)$(PKG_SRCTREE)
@@ -135,29 +144,30 @@ uninstall:
 		$(DESTDIR)$(LIBEXECDIR)/$(PKG_NAME)-guard \
 		$(DESTDIR)$(SYSTEMDUNITDIR)/$(PKG_NAME).service \
 		$(DESTDIR)$(DOCDIR)/README.md
+	if [ "$(PEERMEM_DROPIN)" = 1 ]; then rm -f $(DESTDIR)$(PKG_DKMS_FORCE_DIR)/$(PKG_DKMS_NAME); fi
 	-rmdir $(DESTDIR)$(PEERMEM_CONFDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 # --- DKMS on this machine ------------------------------------------------------
 dkms-install:
 	@test -z "$(DESTDIR)" || { echo "packaging: error: dkms-install works on this machine, not DESTDIR" >&2; exit 1; }
 	$(MAKE) -f $(PKG_SRC)/packaging.mk install DESTDIR=
-	if $(DKMS) status -m $(PKG_NAME) -v $(PKG_VERSION) | grep -q .; then \
-		$(DKMS) remove -m $(PKG_NAME) -v $(PKG_VERSION) --all; fi
-	$(DKMS) add -m $(PKG_NAME) -v $(PKG_VERSION)
-	$(DKMS) build -m $(PKG_NAME) -v $(PKG_VERSION) -k $(KVER) || { rc=$$?; \
+	if $(DKMS) status -m $(PKG_DKMS_NAME) -v $(PKG_VERSION) | grep -q .; then \
+		$(DKMS) remove -m $(PKG_DKMS_NAME) -v $(PKG_VERSION) --all; fi
+	$(DKMS) add -m $(PKG_DKMS_NAME) -v $(PKG_VERSION)
+	$(DKMS) build -m $(PKG_DKMS_NAME) -v $(PKG_VERSION) -k $(KVER) || { rc=$$?; \
 		if [ $$rc = 77 ]; then echo "packaging: kernel $(KVER) has no CONFIG_RUST=y: \
 		$(PKG_NAME) stays registered with DKMS and builds for Rust-enabled kernels only" >&2; \
-		else echo "packaging: dkms build failed: see /var/lib/dkms/$(PKG_NAME)/$(PKG_VERSION)/build/make.log" >&2; fi; \
+		else echo "packaging: dkms build failed: see /var/lib/dkms/$(PKG_DKMS_NAME)/$(PKG_VERSION)/build/make.log" >&2; fi; \
 		exit $$rc; }
-	$(DKMS) install -m $(PKG_NAME) -v $(PKG_VERSION) -k $(KVER)
+	$(DKMS) install -m $(PKG_DKMS_NAME) -v $(PKG_VERSION) -k $(KVER)
 	-if [ -d /run/systemd/system ]; then $(SYSTEMCTL) daemon-reload; fi
 	@echo "packaging: installed. Load now with 'modprobe nvidia_peermem_rs';" \
 		"load at boot with 'systemctl enable --now $(PKG_NAME).service'."
 
 dkms-remove:
 	@test -z "$(DESTDIR)" || { echo "packaging: error: dkms-remove works on this machine, not DESTDIR" >&2; exit 1; }
-	if $(DKMS) status -m $(PKG_NAME) -v $(PKG_VERSION) | grep -q .; then \
-		$(DKMS) remove -m $(PKG_NAME) -v $(PKG_VERSION) --all; fi
+	if $(DKMS) status -m $(PKG_DKMS_NAME) -v $(PKG_VERSION) | grep -q .; then \
+		$(DKMS) remove -m $(PKG_DKMS_NAME) -v $(PKG_VERSION) --all; fi
 	$(MAKE) -f $(PKG_SRC)/packaging.mk uninstall DESTDIR=
 	-if [ -d /run/systemd/system ]; then $(SYSTEMCTL) daemon-reload; fi
 

@@ -18,6 +18,10 @@ if [ -f tests/fixtures/r525/Kbuild ]; then
 	echo "build: fixtures (provider as driver r525)" >&2
 	make -s -C "$kdir" M="$repo/tests/fixtures/r525" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
 fi
+if [ -f tests/fixtures/driver-copy/Kbuild ]; then
+	echo "build: fixtures (stand-in for the driver's nvidia-peermem.ko)" >&2
+	make -s -C "$kdir" M="$repo/tests/fixtures/driver-copy" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
+fi
 if [ -f Kbuild ]; then
 	echo "build: nvidia_peermem_rs" >&2
 	syms=()

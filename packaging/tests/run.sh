@@ -479,6 +479,55 @@ test_dkms_build_install() {
 }
 
 # A kernel without CONFIG_RUST: dkms skips it (exit 77) with its reason.
+# The drop-in's DKMS tree, built and installed by dkms into an install tree
+# that already holds the NVIDIA driver's nvidia-peermem.ko (a stand-in,
+# version 580.95.05). dkms's version sanity check refuses to put our
+# 0.1.0 over a "newer" module of the same name; the drop-in package lists
+# itself in /usr/share/dkms/modules_to_force_install (NAME_version-override),
+# which makes dkms skip that check, as --force-version-override does here
+# (the host's /usr/share/dkms stays untouched). The installed module goes to
+# the VM (module_dropin loads it and then gives the driver's copy back);
+# dkms remove then deletes it and depmod finds the driver's copy again.
+test_dkms_dropin() {
+	local dn=$name-dropin st=$out/dkms/$name-dropin-$version root=$T/rootd ko theirs log
+	theirs=$repo/tests/fixtures/driver-copy/nvidia-peermem.ko
+	[ -f "$theirs" ] || die "no stand-in for the driver's copy ($theirs): tests/build-all.sh builds it"
+	mk -s dkms-source PEERMEM_DROPIN=1 >/dev/null || die "make dkms-source PEERMEM_DROPIN=1"
+	mkdir -p "$T/dkmsd" "$T/srcd" "$root/lib/modules/$kver/kernel/drivers/video"
+	cp "$theirs" "$root/lib/modules/$kver/kernel/drivers/video/"
+	ddk() { dkms_env dkms "$@" --dkmstree "$T/dkmsd" --sourcetree "$T/srcd"; }
+	ddk add "$st" || die "dkms add (drop-in)"
+	ddk build -m "$dn" -v "$version" -k "$kver" --kernelsourcedir "$kdir" -j "$jobs" ||
+		die "dkms build (drop-in): $(tail -5 "$T/dkmsd/$dn/$version/build/make.log" 2>/dev/null)"
+	ko=$root/lib/modules/$kver/updates/dkms/nvidia-peermem.ko
+	# dkms 3.0 skips a module that fails the check and still exits 0.
+	log=$(ddk install -m "$dn" -v "$version" -k "$kver" --no-depmod \
+		--installtree "$root/lib/modules" 2>&1)
+	[ ! -e "$ko" ] || die "dkms installed 0.1.0 over the driver's 580.95.05 without the override"
+	echo "$log" | grep -q "is not newer than what is already found" ||
+		die "dkms did not install the drop-in, for another reason: $log"
+	echo "without the override, as expected: $(echo "$log" | grep -m1 'not newer')"
+	ddk uninstall -m "$dn" -v "$version" -k "$kver" --no-depmod --installtree "$root/lib/modules" \
+		>/dev/null 2>&1 || :
+	ddk install -m "$dn" -v "$version" -k "$kver" --no-depmod --force-version-override \
+		--installtree "$root/lib/modules" || die "dkms install --force-version-override (drop-in)"
+	[ -f "$ko" ] || die "no $ko"
+	[ "$(modinfo -F name "$ko")" = nvidia_peermem ] || die "drop-in module name: $(modinfo -F name "$ko")"
+	modinfo -F parm "$ko" | grep -q '^coalesce_sg:' || die "the installed nvidia-peermem.ko is not ours"
+	depmod -b "$root" "$kver" || die "depmod -b"
+	modprobe -d "$root" -S "$kver" --show-depends nvidia-peermem | grep -q "/updates/dkms/nvidia-peermem.ko" ||
+		die "modprobe nvidia-peermem does not pick the DKMS-installed drop-in"
+	# The VM's module_dropin loads the copy dkms built and installed.
+	mkdir -p "$out/vm-extra/dropin" && cp "$ko" "$out/vm-extra/dropin/" || die "hand-over to the VM"
+	ddk remove -m "$dn" -v "$version" -k "$kver" --no-depmod --installtree "$root/lib/modules" >/dev/null ||
+		die "dkms remove (drop-in)"
+	[ ! -e "$ko" ] || die "dkms remove left $ko"
+	depmod -b "$root" "$kver" || die "depmod -b"
+	modprobe -d "$root" -S "$kver" --show-depends nvidia-peermem | grep -q "/kernel/drivers/video/nvidia-peermem.ko" ||
+		die "after dkms remove, modprobe nvidia-peermem does not find the driver's copy"
+	echo "dkms remove gave the driver's copy back"
+}
+
 test_dkms_build_exclusive() {
 	mkdir -p "$T/norust/include"
 	grep -v '^CONFIG_RUST' "$kdir/.config" >"$T/norust/.config"
@@ -572,6 +621,8 @@ test_deb_dropin() {
 		die "the drop-in's unit does not load nvidia_peermem"
 	grep -q "^install nvidia_peermem .*$name-guard nvidia_peermem;" "$x/etc/modprobe.d/$name.conf" ||
 		die "the guard does not cover nvidia_peermem in the drop-in"
+	[ "$(cat "$x/usr/share/dkms/modules_to_force_install/$name-dropin" 2>/dev/null)" = "$name-dropin_version-override" ] ||
+		die "the drop-in does not ask dkms to skip its version check (modules_to_force_install)"
 	systemd-analyze verify --man=no "$x/lib/systemd/system/$name.service" || die "drop-in unit"
 	lintian "$deb" >"$res/lintian-dropin.txt" 2>&1
 	! grep -q '^E:' "$res/lintian-dropin.txt" || die "lintian errors: $(grep '^E:' "$res/lintian-dropin.txt")"
@@ -637,6 +688,7 @@ else
 	t sysroot make_sysroot
 	t build-env-checks test_build_env_checks
 	t dkms-build-install test_dkms_build_install
+	t dkms-dropin test_dkms_dropin
 	t dkms-build-exclusive test_dkms_build_exclusive
 	t dkms-remove test_dkms_remove
 	t make-dkms-install-remove test_make_dkms_targets

@@ -1,24 +1,57 @@
 #!/bin/sh
 # shellcheck disable=SC1091,SC2154 # lib.sh and module_lib.sh, at /scenarios in the VM
 # The drop-in (issue 16): this project's module built as nvidia-peermem.ko,
-# installed where DKMS puts it (/lib/modules/<kernel>/updates/dkms), is
-# what `modprobe nvidia-peermem` loads by NVIDIA's name. NCCL's three
-# detection paths exist, doctor names the implementation, the demo's
-# validated transfer passes through it, and it unloads leaving nothing.
+# installed where DKMS puts it (/lib/modules/<kernel>/updates/dkms), beside
+# a stand-in for the NVIDIA driver's own copy (kernel/drivers/video, as
+# NVIDIA's installer puts it). `modprobe nvidia-peermem` loads ours by
+# NVIDIA's name; NCCL's three detection paths exist, doctor names the
+# implementation, the demo's validated transfer passes through it, it
+# unloads leaving nothing; removing it (as `dkms remove` does: delete the
+# file, depmod) gives the driver's copy back to `modprobe nvidia-peermem`.
+# The copy under test is the one DKMS built from the drop-in package's tree
+# when make packaging-test handed it over (/extra/dropin), else the build's.
 . /scenarios/lib.sh
 . /scenarios/module_lib.sh
 
+# kmod's depmod/modprobe (tests/vm/mkinitramfs.sh puts them at /opt/kmod):
+# their search order (updates/ before the kernel's own directories) is what
+# makes the drop-in win on a node; busybox's has none.
+[ -x /opt/kmod/modprobe ] || fail "kmod's modprobe is not in the VM (/opt/kmod)"
+kdepmod() { /opt/kmod/depmod; }
+modprobe() { /opt/kmod/modprobe "$@"; }
+# The r525 provider build exports the same symbols as the loaded provider;
+# kept out of depmod's sight here so modprobe resolves to the loaded one,
+# and put back at the end.
+r525=$(mod_path nvidia_p2p_sim_r525)
+if [ -n "$r525" ]; then
+	mv "$r525" /tmp/ || fail "cannot set the r525 provider aside"
+fi
+restore_r525() {
+	if [ -n "$r525" ]; then
+		mv "/tmp/$(basename "$r525")" "$r525"
+		/opt/kmod/depmod
+	fi
+}
+
 rel=$(uname -r)
-[ -f "/lib/modules/$rel/updates/dkms/nvidia-peermem.ko" ] ||
-	fail "the drop-in nvidia-peermem.ko is not staged under updates/dkms"
+ours=/lib/modules/$rel/updates/dkms/nvidia-peermem.ko
+theirs=/lib/modules/$rel/kernel/drivers/video/nvidia-peermem.ko
+source=build
+if [ -f /extra/dropin/nvidia-peermem.ko ]; then
+	cp /extra/dropin/nvidia-peermem.ko "$ours" || fail "cannot stage the DKMS-built drop-in"
+	source=dkms
+fi
+[ -f "$ours" ] || fail "the drop-in nvidia-peermem.ko is not staged under updates/dkms"
+[ -f "$theirs" ] || fail "the stand-in for the driver's nvidia-peermem.ko is not staged"
+log "drop-in from the $source build; the driver's copy: $theirs"
 load_sim_stack generation=modern
-depmod || fail "depmod failed"
+kdepmod || fail "depmod failed"
 modprobe nvidia-peermem persistent_api_support=0 || fail "modprobe nvidia-peermem failed"
 [ -d /sys/module/nvidia_peermem ] || fail "modprobe nvidia-peermem did not load module nvidia_peermem"
 [ ! -d /sys/module/nvidia_peermem_rs ] || fail "nvidia_peermem_rs was loaded instead"
 # The module under NVIDIA's name is ours: our parameter and version.
 [ -e /sys/module/nvidia_peermem/parameters/coalesce_sg ] ||
-	fail "the loaded nvidia_peermem is not this project's (no coalesce_sg)"
+	fail "modprobe nvidia-peermem loaded the driver's copy, not the drop-in"
 for p in /sys/kernel/mm/memory_peers/nv_mem/version \
 	/sys/kernel/mm/memory_peers/nv_mem_nc/version \
 	/sys/module/nvidia_peermem/version; do
@@ -30,11 +63,23 @@ echo "$doc" | grep -q "nvidia_peermem loaded (nvidia-peermem-rs drop-in" ||
 	fail "doctor does not name the drop-in: $(echo "$doc" | grep -i peer-memory)"
 check "validate --backend sim passes through the drop-in" \
 	peermem-check validate --backend sim --size 1M --iterations 2
-# busybox's modprobe -r also tries the dependencies (the simulated core and
-# provider, still in use here) and then exits non-zero: judge by /sys/module.
+# modprobe -r also tries the dependencies (the simulated core and provider,
+# still in use here) and then exits non-zero: judge by /sys/module.
 modprobe -r nvidia-peermem 2>/dev/null
 [ ! -d /sys/module/nvidia_peermem ] || fail "modprobe -r nvidia-peermem left nvidia_peermem loaded"
 [ ! -e /sys/kernel/mm/memory_peers/nv_mem ] || fail "nv_mem still registered after unload"
 unload_sim_stack
+
+# Removing the drop-in gives the driver's copy back.
+rm -f "$ours"
+kdepmod || fail "depmod after removing the drop-in failed"
+modprobe nvidia-peermem || fail "modprobe nvidia-peermem failed once the drop-in was removed"
+[ -d /sys/module/nvidia_peermem ] || fail "the driver's copy did not load"
+[ ! -e /sys/module/nvidia_peermem/parameters/coalesce_sg ] ||
+	fail "the drop-in still loads after its removal"
+[ "$(cat /sys/module/nvidia_peermem/version)" = 580.95.05 ] ||
+	fail "an unexpected nvidia_peermem loaded: version $(cat /sys/module/nvidia_peermem/version)"
+rmmod nvidia_peermem || fail "rmmod of the driver's copy failed"
+restore_r525
 no_new_leaks
-pass nccl_paths=3 implementation=drop-in leaks="$LEAKS"
+pass nccl_paths=3 implementation=drop-in dropin_from="$source" restored=driver-copy leaks="$LEAKS"

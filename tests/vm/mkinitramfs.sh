@@ -31,13 +31,39 @@ while IFS= read -r ko; do
 	cp "$ko" "$stage/lib/modules/$release/extra/"
 	n=$((n + 1))
 done < <(find "$repo" -name '*.ko' -not -path "$repo/target/*" \
-	-not -path "$repo/results/*" -not -path "$repo/build/*" -not -path "$repo/.git/*")
+	-not -path "$repo/results/*" -not -path "$repo/build/*" -not -path "$repo/.git/*" \
+	-not -path "$repo/tests/fixtures/driver-copy/*")
 
-# The drop-in (nvidia-peermem.ko) where DKMS installs it, so the guest's
-# depmod/modprobe find it by NVIDIA's module name.
+# The drop-in (nvidia-peermem.ko) where DKMS installs it, and the stand-in
+# for the driver's own copy where NVIDIA's installer puts it, so the
+# guest's depmod/modprobe choose between them by NVIDIA's module name.
 if [ -f "$repo/build/dropin/nvidia-peermem.ko" ]; then
 	mkdir -p "$stage/lib/modules/$release/updates/dkms"
 	cp "$repo/build/dropin/nvidia-peermem.ko" "$stage/lib/modules/$release/updates/dkms/"
+fi
+if [ -f "$repo/tests/fixtures/driver-copy/nvidia-peermem.ko" ]; then
+	mkdir -p "$stage/lib/modules/$release/kernel/drivers/video"
+	cp "$repo/tests/fixtures/driver-copy/nvidia-peermem.ko" \
+		"$stage/lib/modules/$release/kernel/drivers/video/"
+fi
+
+# kmod's depmod and modprobe as a node has them (busybox's depmod has no
+# search order: which of two same-named modules wins is chance there). At
+# /opt/kmod, so every other scenario keeps busybox's; module_dropin uses
+# them. The binary is dynamic: its libraries and loader come along.
+if [ -x /usr/bin/kmod ]; then
+	mkdir -p "$stage/opt/kmod"
+	cp /usr/bin/kmod "$stage/opt/kmod/kmod"
+	ln -sf kmod "$stage/opt/kmod/depmod"
+	ln -sf kmod "$stage/opt/kmod/modprobe"
+	ldd /usr/bin/kmod | grep -o '/[^ ]*' | while read -r lib; do
+		mkdir -p "$stage$(dirname "$lib")"
+		cp -L "$lib" "$stage$lib"
+	done
+	# what kmod's depmod reads besides the modules (it warns without them)
+	for f in modules.builtin modules.builtin.modinfo modules.order; do
+		if [ -f "$kdir/$f" ]; then cp "$kdir/$f" "$stage/lib/modules/$release/"; fi
+	done
 fi
 
 for bin in simtest peermem-check; do
