@@ -133,6 +133,11 @@ impl SeqShow for StatsFile {
         )?;
         writeln!(
             w,
+            "free_waited_for_unmap {}",
+            stats::get(&s.free_waited_for_unmap)
+        )?;
+        writeln!(
+            w,
             "cpu_cacheable_page_tables {}",
             stats::get(&s.cpu_cacheable_page_tables)
         )?;

@@ -20,6 +20,7 @@ mod range;
 mod registration;
 mod registry;
 mod sg;
+mod sleep;
 mod stats;
 mod sys;
 

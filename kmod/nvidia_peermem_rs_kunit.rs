@@ -17,6 +17,7 @@ mod range;
 mod registration;
 mod registry;
 mod sg;
+mod sleep;
 mod stats;
 mod sys;
 mod tests;

@@ -316,8 +316,10 @@ impl<T: FreeCallback> PageTable<T> {
         Ok(())
     }
 
-    /// Unpins. On failure the page table is handed back, still pinned.
-    pub(crate) fn unpin(self) -> core::result::Result<(), (Self, Error)> {
+    /// Unpins. On failure the page table is handed back, still pinned. On
+    /// success the callback data comes back as [`Unpinned`], for the caller
+    /// to say whether the free callback ran (see there).
+    pub(crate) fn unpin(self) -> core::result::Result<Unpinned<T>, (Self, Error)> {
         let rc = match self.callback {
             // SAFETY: FFI call with the page table and address we pinned.
             Some(_) => unsafe {
@@ -344,13 +346,12 @@ impl<T: FreeCallback> PageTable<T> {
         }
         let this = ManuallyDrop::new(self);
         this.uncount();
-        if let Some(data) = this.callback {
-            // SAFETY: the data came from `T::Data::into_foreign` (type
-            // invariant); the pages were put, so the provider never calls the
-            // callback and gives the data back.
-            unsafe { reclaim_callback_data::<T>(data.as_ptr()) };
-        }
-        Ok(())
+        // INVARIANT: the data came from `T::Data::into_foreign` and the
+        // provider calls the callback no more (the pages were put).
+        Ok(Unpinned {
+            callback: this.callback,
+            _callback: PhantomData,
+        })
     }
 
     /// Releases a page table after the provider's free callback: it is no
@@ -396,6 +397,9 @@ impl<T: FreeCallback> Drop for PageTable<T> {
             callback: self.callback.take(),
             _callback: PhantomData,
         };
+        // A page table dropped unpinned was never handed to the core: its
+        // callback runs only if the memory was freed in between, which the
+        // owner's state says; this path cannot know, and takes the data back.
         if let Err((leaked, e)) = this.unpin() {
             STATS.error(ErrorKind::PutPages);
             pr_err!(
@@ -405,6 +409,49 @@ impl<T: FreeCallback> Drop for PageTable<T> {
                 e
             );
             core::mem::forget(leaked);
+        }
+    }
+}
+
+/// The callback data of a page table that was put successfully.
+///
+/// NVIDIA's driver (515 and later) answers `nvidia_p2p_put_pages` with 0
+/// also when the free callback got there first: the page table is gone
+/// from its books (`NV_ERR_OBJECT_NOT_FOUND`, mapped to success) and the
+/// callback has run, consuming its data. Only the page table's owner knows
+/// which happened, so it decides: dropping this takes the data back (the
+/// callback never ran and never will); [`Unpinned::callback_ran`] leaves
+/// it to the callback.
+///
+/// # Invariants
+///
+/// `callback`, if any, came from `T::Data::into_foreign`, and the provider
+/// no longer calls the callback with it.
+#[must_use]
+pub(crate) struct Unpinned<T: FreeCallback> {
+    callback: Option<NonNull<c_void>>,
+    _callback: PhantomData<fn(T)>,
+}
+
+impl<T: FreeCallback> Unpinned<T> {
+    /// The free callback ran for this page table before it was put: its
+    /// data is the callback's, which already dropped it.
+    ///
+    /// # Safety
+    ///
+    /// The provider called the free callback of this page table.
+    pub(crate) unsafe fn callback_ran(self) {
+        core::mem::forget(self);
+    }
+}
+
+impl<T: FreeCallback> Drop for Unpinned<T> {
+    fn drop(&mut self) {
+        if let Some(data) = self.callback.take() {
+            // SAFETY: the data came from `T::Data::into_foreign` (type
+            // invariant) and the callback did not run (else the owner would
+            // have called `callback_ran`): the provider gives it back.
+            unsafe { reclaim_callback_data::<T>(data.as_ptr()) };
         }
     }
 }
@@ -610,7 +657,7 @@ impl<T: FreeCallback> Pinned<T> {
     }
 
     /// Unmaps and unpins. On failure everything still held is handed back.
-    pub(crate) fn unpin(mut self) -> core::result::Result<(), (Self, Error)> {
+    pub(crate) fn unpin(mut self) -> core::result::Result<Unpinned<T>, (Self, Error)> {
         if let Err(e) = self.unmap() {
             return Err((self, e));
         }

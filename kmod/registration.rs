@@ -20,7 +20,11 @@
 //! called by the core from inside it (same task), or while or after it runs
 //! (other tasks), do nothing; the callback frees the dead mapping and page
 //! table once the core's invalidate returned. Whoever holds the resources
-//! when the invalidation ends frees them.
+//! when the invalidation ends frees them. The driver frees the page table
+//! and its mappings itself when the callback returns, so the callback first
+//! waits for a dma_unmap another thread has in flight; and a put_pages that
+//! succeeds after the callback ran (the driver says 0 for a page table it
+//! no longer knows) leaves the callback's reference to the callback.
 //!
 //! The live registrations are also linked into the [`registry`] (debugfs),
 //! through links inside the registration itself.
@@ -275,10 +279,25 @@ impl Registration {
     /// started.
     fn unpin_in_flight(&self, pinned: Pinned) -> bool {
         match pinned.unpin() {
-            Ok(()) => {
-                let mut st = self.state.lock();
-                st.in_flight = None;
-                st.invalidation != Invalidation::None
+            Ok(unpinned) => {
+                let callback_ran = {
+                    let mut st = self.state.lock();
+                    st.in_flight = None;
+                    st.invalidation != Invalidation::None
+                };
+                if callback_ran {
+                    // The driver answers put_pages with success also when
+                    // the free callback got there first (the callback runs
+                    // under the driver's lock, so it has finished): the
+                    // callback consumed its reference.
+                    // SAFETY: an invalidation of this registration started,
+                    // i.e. the provider called the free callback of the page
+                    // table we just put (its only one with a callback).
+                    unsafe { unpinned.callback_ran() };
+                } else {
+                    drop(unpinned);
+                }
+                callback_ran
             }
             Err((pinned, e)) => {
                 let invalidated = self.finish_in_flight(pinned, None);
@@ -568,6 +587,7 @@ impl Registration {
                 );
             }
         }
+        self.wait_for_unmap_in_flight();
         let pinned = {
             let mut st = self.state.lock();
             st.invalidation = Invalidation::Done;
@@ -576,6 +596,26 @@ impl Registration {
         if let Some(pinned) = pinned {
             // SAFETY: we are the page table's free callback.
             unsafe { pinned.free_dead() };
+        }
+    }
+
+    /// From the free callback: waits until a dma_unmap that another thread
+    /// started before the callback (the core deregistering) has returned.
+    /// The driver frees the page table and its mappings as soon as the
+    /// callback returns (515 and later), and `nvidia_p2p_dma_unmap_pages`
+    /// reads both, so returning earlier would make that unmap a
+    /// use-after-free inside the driver. Waiting cannot deadlock: the unmap
+    /// takes only the page table's own lock, never the driver lock the
+    /// callback runs under. (A put_pages or dma_map in flight does take that
+    /// lock; the driver serialises those against the callback itself.)
+    fn wait_for_unmap_in_flight(&self) {
+        let mut waited = false;
+        while self.state.lock().in_flight == Some(Op::Unmapping) {
+            if !waited {
+                waited = true;
+                stats::inc(&STATS.free_waited_for_unmap);
+            }
+            crate::sleep::sleep_ms(1);
         }
     }
 

@@ -81,16 +81,15 @@ expect_counter num_free_callbacks $((before + 1))
 no_leaks
 va=$(gpu_alloc 256K)
 
-# the free callback's own calls failing: the leak check must see it
+# the free callback's own calls failing: no leak, as with the driver (515
+# on), which frees the page table and its mappings itself once the callback
+# returns (free_page_table/free_dma_mapping are no-ops there)
 mr_reg "$va" 0x10000
 st fault free_page_table 1 EIO >/dev/null
 st fault free_dma_mapping 1 EIO >/dev/null
 st gpu-free "$va" >/dev/null
 st mr-dereg "$mr_id" >/dev/null
-l=$(simtest leak-check) && fail "leak check saw nothing: $l"
-[ "$(kv page_tables_live "$l")" = 1 ] || fail "page table leak not reported: $l"
-[ "$(kv dma_mappings_live "$l")" = 1 ] || fail "mapping leak not reported: $l"
-[ "$(kv pages_pinned "$l")" = 0 ] || fail "pages still counted pinned: $l"
+l=$(simtest leak-check) || fail "the driver did not free the page table after the callback: $l"
 expect_counter faults_injected 11
 
 # provider knobs the client must refuse: page size, struct versions
@@ -128,6 +127,5 @@ st_errno EINVAL fault no_such_op 1 EIO
 
 unload peermem_refclient
 teardown
-dmesg_has "leaked page table" || fail "the provider did not report the leak at unload"
 no_new_leaks
 pass faults=$n leaks="$LEAKS"

@@ -17,6 +17,11 @@
 #   free_in_dma_map    cudaFree while the registration sits between
 #       get_pages and dma_map ("dma_map") or inside the provider's
 #       dma_map_pages ("p2p_dma_map").
+#   free_during_unmap  cudaFree while a deregistration is inside the
+#       provider's dma_unmap ("p2p_dma_unmap", before the driver reads the
+#       page table): the driver frees the page table and its mappings when
+#       the free callback returns, so the callback must wait for that unmap
+#       (a use-after-free in the driver otherwise, which KASAN reports).
 #   acquire_while_going  issue 11: the core holds a registration right before
 #       asking nv_mem while rmmod wins; the acquires (nv_mem, then nv_mem_nc)
 #       run while the module is going and must take and put no reference.
@@ -114,6 +119,30 @@ release_in_invalidation() {
 	done
 	log "release while the free callback was still running: $overlapped of $rounds rounds"
 	EXTRA="overlapped=$overlapped"
+}
+
+free_during_unmap() {
+	i=0
+	waited=0
+	while [ $i -lt "$rounds" ]; do
+		alloc_reg 256K 4096 200K
+		d0=$(ctr delays_taken)
+		st delay p2p_dma_unmap 500 1 >/dev/null
+		bg_run dereg st mr-dereg "$mr"
+		usleep 150000
+		st gpu-free "$va" >/dev/null || fail "cudaFree during the unmap failed" $(figures)
+		wait "$pid_dereg"
+		st delay "" 0 >/dev/null
+		[ "$(bg_rc dereg)" = 0 ] || fail "dereg failed: $(cat /tmp/bg.dereg)" $(figures)
+		[ $(($(ctr delays_taken) - d0)) = 1 ] || fail "the unmap window was not reached" $(figures)
+		REL_OPS=$((REL_OPS + 3))
+		REL_RACES=$((REL_RACES + 1))
+		_lc=$(st leak-check) || fail "round $i left something behind: $_lc" $(figures)
+		i=$((i + 1))
+	done
+	[ "$client" = rs ] &&
+		waited=$(sed -n 's/^free_waited_for_unmap //p' /sys/kernel/debug/nvidia_peermem_rs/stats)
+	EXTRA="free_waited_for_unmap=$waited"
 }
 
 free_vs_dereg() {
@@ -392,6 +421,7 @@ EXTRA=
 case "$window" in
 release_in_invalidation) release_in_invalidation ;;
 free_vs_dereg) free_vs_dereg ;;
+free_during_unmap) free_during_unmap ;;
 free_in_get_pages) free_during_reg get_pages p2p_get_pages ;;
 free_in_dma_map) free_during_reg dma_map p2p_dma_map ;;
 rmmod_during_reg) rmmod_during_reg ;;
