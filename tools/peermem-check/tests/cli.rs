@@ -35,6 +35,26 @@ fn doctor(tree: &str) -> (Output, Value) {
     (o, v)
 }
 
+/// An empty fake root (`--root`) for doctor, filled file by file.
+struct FakeRoot(tempfile::TempDir);
+
+impl FakeRoot {
+    fn new() -> Self {
+        FakeRoot(tempfile::tempdir().unwrap())
+    }
+
+    /// Writes `text` at the absolute path `p` inside the fake root.
+    fn write(&self, p: &str, text: &str) {
+        let f = self.0.path().join(p.trim_start_matches('/'));
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, text).unwrap();
+    }
+
+    fn path(&self) -> String {
+        self.0.path().to_str().unwrap().to_string()
+    }
+}
+
 fn verdict_of<'a>(v: &'a Value, id: &str) -> &'a str {
     v["checks"]
         .as_array()
@@ -307,13 +327,9 @@ fn plot_renders_from_bench_json() {
 
 #[test]
 fn doctor_reports_the_p2p_page_table_version() {
-    let dir = tempfile::tempdir().unwrap();
-    let w = |p: &str, text: &str| {
-        let f = dir.path().join(p.trim_start_matches('/'));
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, text).unwrap();
-    };
-    let root = dir.path().to_str().unwrap().to_string();
+    let tree = FakeRoot::new();
+    let w = |p: &str, text: &str| tree.write(p, text);
+    let root = tree.path();
     let check = |v: &serde_json::Value| {
         v["checks"]
             .as_array()
@@ -344,13 +360,9 @@ fn doctor_reports_the_p2p_page_table_version() {
 
 #[test]
 fn doctor_tells_the_drop_in_from_nvidias_module() {
-    let dir = tempfile::tempdir().unwrap();
-    let w = |p: &str, text: &str| {
-        let f = dir.path().join(p.trim_start_matches('/'));
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, text).unwrap();
-    };
-    let root = dir.path().to_str().unwrap().to_string();
+    let tree = FakeRoot::new();
+    let w = |p: &str, text: &str| tree.write(p, text);
+    let root = tree.path();
     let detail = || {
         let v = json_of(&run(&["doctor", "--json", "--root", &root]));
         v["checks"]
