@@ -138,6 +138,11 @@ impl SeqShow for StatsFile {
         )?;
         writeln!(
             w,
+            "free_waited_for_registration {}",
+            stats::get(&s.free_waited_for_registration)
+        )?;
+        writeln!(
+            w,
             "cpu_cacheable_page_tables {}",
             stats::get(&s.cpu_cacheable_page_tables)
         )?;

@@ -583,10 +583,10 @@ impl<T: FreeCallback> Pinned<T> {
         self.mapping.is_some()
     }
 
-    /// Maps the pages for `peer` and checks the mapping; returns the DMA
-    /// address of each GPU page. An unusable mapping stays in `self` for the
-    /// caller to unmap (or to free, should the memory die meanwhile).
-    pub(crate) fn map(&mut self, peer: PciDevice) -> core::result::Result<&[u64], Failure> {
+    /// Maps the pages for `peer`: the provider call only, nothing of the
+    /// mapping is read (see [`Pinned::dma_addresses`]). The mapping stays in
+    /// `self`.
+    pub(crate) fn map(&mut self, peer: PciDevice) -> core::result::Result<(), Failure> {
         if self.mapping.is_some() {
             return Err(Failure::new(ErrorKind::Sequence, EINVAL));
         }
@@ -600,9 +600,19 @@ impl<T: FreeCallback> Pinned<T> {
         let ptr = NonNull::new(ptr).ok_or(Failure::new(ErrorKind::DmaMap, EINVAL))?;
         STATS.mappings.fetch_add(1, Ordering::Relaxed);
         // INVARIANT: just mapped from this page table, which `self` owns.
-        let mapping = DmaMapping { ptr, peer };
+        self.mapping = Some(DmaMapping { ptr, peer });
+        Ok(())
+    }
+
+    /// Checks the mapping made by [`Pinned::map`] and returns the DMA address
+    /// of each GPU page. An unusable mapping stays in `self` for the caller
+    /// to unmap (or to free, should the memory die meanwhile).
+    pub(crate) fn dma_addresses(&self) -> core::result::Result<&[u64], Failure> {
         let range = self.range();
-        let m = self.mapping.insert(mapping).raw();
+        let Some(mapping) = self.mapping.as_ref() else {
+            return Err(Failure::new(ErrorKind::Sequence, EINVAL));
+        };
+        let m = mapping.raw();
         if !version_compatible(m.version, sys::NVIDIA_P2P_DMA_MAPPING_VERSION) {
             pr_err!(
                 "refusing [{:#x}, {:#x}): DMA mapping version {:#010x} is incompatible with {:#010x}\n",
@@ -632,7 +642,7 @@ impl<T: FreeCallback> Pinned<T> {
             );
             return Err(Failure::new(ErrorKind::DmaMappingVersion, EINVAL));
         }
-        Ok(self.mapping.as_ref().map_or(&[], DmaMapping::dma_addresses))
+        Ok(mapping.dma_addresses())
     }
 
     /// Unmaps, if mapped. On failure the mapping is kept.
@@ -694,7 +704,7 @@ impl<T: FreeCallback> Pinned<T> {
 impl DmaMapping {
     fn dma_addresses(&self) -> &[u64] {
         let m = self.raw();
-        // SAFETY: checked by `Pinned::map`: `dma_addresses` is non-null with
+        // SAFETY: checked by `Pinned::dma_addresses`: `dma_addresses` is non-null with
         // `entries` elements, alive as long as the mapping.
         unsafe { core::slice::from_raw_parts(m.dma_addresses, m.entries as usize) }
     }

@@ -81,10 +81,27 @@ enum Invalidation {
 /// An operation holding the resources outside the lock.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Op {
+    /// Inside the provider's get_pages.
     Pinning,
+    /// Inside the provider's dma_map_pages.
     Mapping,
+    /// Out of get_pages or dma_map_pages, reading the new page table or
+    /// mapping (and unmapping it again on a refusal).
+    Reading,
     Unmapping,
     Unpinning,
+}
+
+impl Op {
+    /// Whether a free callback must wait for this operation before it
+    /// returns: the driver frees the page table and its mappings when the
+    /// callback returns (515 and later), and these operations read them
+    /// without taking the driver lock the callback runs under. The provider
+    /// calls that take that lock (get_pages, dma_map, put_pages) are not
+    /// waited for: that would deadlock.
+    fn reads_provider_objects(self) -> bool {
+        matches!(self, Op::Reading | Op::Unmapping)
+    }
 }
 
 /// The mutable part of a registration. Kept small (flat fields, no
@@ -238,6 +255,21 @@ impl Registration {
         }
     }
 
+    /// Called when get_pages or dma_map_pages returns: from now on a free
+    /// callback waits while we read what the provider returned
+    /// ([`Op::Reading`]). Returns false, changing nothing, if an invalidation
+    /// started while we were inside the provider: that callback did not wait
+    /// for us, and once it returns the driver frees the page table and its
+    /// mappings, so nothing the call returned may be read.
+    fn out_of_provider(&self) -> bool {
+        let mut st = self.state.lock();
+        if st.invalidation != Invalidation::None {
+            return false;
+        }
+        st.in_flight = Some(Op::Reading);
+        true
+    }
+
     /// Ends an in-flight operation that holds `pinned` (and, for dma_map, the
     /// new SG table `sg`): keeps them, unless an invalidation started
     /// meanwhile. Then the SG table is freed, and so are the pinned pages if
@@ -372,6 +404,11 @@ impl Registration {
                 return Err(Failure::new(kind, e));
             }
         };
+        if !this.out_of_provider() {
+            // Freed before we even read it: the driver frees it.
+            this.finish_in_flight(Pinned::new(page_table), None);
+            return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
+        }
         if let Err(f) = page_table.validate() {
             // Unpin what we cannot use: nothing stays pinned.
             this.state.lock().in_flight = Some(Op::Unpinning);
@@ -425,7 +462,14 @@ impl Registration {
         }
         .ok_or(Failure::new(ErrorKind::Sequence, EINVAL))?;
 
-        let sg = match pinned.map(peer) {
+        let mapped = pinned.map(peer);
+        if !self.out_of_provider() {
+            // The mapping (if made) died with the page table before we read
+            // it; the driver frees both.
+            self.finish_in_flight(pinned, None);
+            return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
+        }
+        let sg = match mapped.and_then(|()| pinned.dma_addresses()) {
             Ok(addresses) => SgTable::build(SgPlan::new(
                 addresses,
                 GPU_PAGE_SIZE,
@@ -587,7 +631,7 @@ impl Registration {
                 );
             }
         }
-        self.wait_for_unmap_in_flight();
+        self.wait_for_readers();
         let pinned = {
             let mut st = self.state.lock();
             st.invalidation = Invalidation::Done;
@@ -599,23 +643,32 @@ impl Registration {
         }
     }
 
-    /// From the free callback: waits until a dma_unmap that another thread
-    /// started before the callback (the core deregistering) has returned.
-    /// The driver frees the page table and its mappings as soon as the
-    /// callback returns (515 and later), and `nvidia_p2p_dma_unmap_pages`
-    /// reads both, so returning earlier would make that unmap a
-    /// use-after-free inside the driver. Waiting cannot deadlock: the unmap
-    /// takes only the page table's own lock, never the driver lock the
-    /// callback runs under. (A put_pages or dma_map in flight does take that
-    /// lock; the driver serialises those against the callback itself.)
-    fn wait_for_unmap_in_flight(&self) {
-        let mut waited = false;
-        while self.state.lock().in_flight == Some(Op::Unmapping) {
-            if !waited {
-                waited = true;
-                stats::inc(&STATS.free_waited_for_unmap);
+    /// From the free callback: waits until no other thread reads the page
+    /// table or its mapping: a dma_unmap started before the callback (the
+    /// core deregistering; `nvidia_p2p_dma_unmap_pages` reads both), or a
+    /// get_pages/dma_map reading what the provider just returned. The
+    /// driver frees both as soon as the callback returns (515 and later), so
+    /// returning earlier would make those reads a use-after-free. Waiting
+    /// cannot deadlock: none of them takes the driver lock the callback runs
+    /// under (see [`Op::reads_provider_objects`]).
+    fn wait_for_readers(&self) {
+        let mut waited = None;
+        loop {
+            let op = self.state.lock().in_flight;
+            match op {
+                Some(op) if op.reads_provider_objects() => {
+                    if waited.is_none() {
+                        waited = Some(op);
+                        stats::inc(if op == Op::Unmapping {
+                            &STATS.free_waited_for_unmap
+                        } else {
+                            &STATS.free_waited_for_registration
+                        });
+                    }
+                    crate::sleep::sleep_ms(1);
+                }
+                _ => return,
             }
-            crate::sleep::sleep_ms(1);
         }
     }
 
@@ -628,6 +681,7 @@ impl Registration {
                 (Invalidation::Done, _, _) => "invalidated",
                 (_, Some(Op::Pinning), _) => "pinning",
                 (_, Some(Op::Mapping), _) => "mapping",
+                (_, Some(Op::Reading), _) => "reading",
                 (_, Some(Op::Unmapping), _) => "unmapping",
                 (_, Some(Op::Unpinning), _) => "unpinning",
                 (_, None, Some(p)) if p.is_mapped() => "mapped",

@@ -114,6 +114,9 @@ pub(crate) struct Stats {
     pub(crate) dma_unmap_after_free: AtomicU64,
     /// Free callbacks that waited for a dma_unmap in flight to return.
     pub(crate) free_waited_for_unmap: AtomicU64,
+    /// Free callbacks that waited for a get_pages/dma_map reading what the
+    /// provider had just returned.
+    pub(crate) free_waited_for_registration: AtomicU64,
     /// Page tables the driver marked CPU-cacheable (coherent platforms).
     pub(crate) cpu_cacheable_page_tables: AtomicU64,
     /// The version of the last page table the driver gave (0: none yet).
@@ -135,6 +138,7 @@ impl Stats {
             skipped_after_invalidation: AtomicU64::new(0),
             dma_unmap_after_free: AtomicU64::new(0),
             free_waited_for_unmap: AtomicU64::new(0),
+            free_waited_for_registration: AtomicU64::new(0),
             cpu_cacheable_page_tables: AtomicU64::new(0),
             page_table_version: AtomicU32::new(0),
             errors: [const { AtomicU64::new(0) }; ErrorKind::ALL.len()],

@@ -6,8 +6,15 @@
 #                                    a load that works publishes what NCCL
 #                                    and UCX look for
 #   rel_field.sh bug=uaf_window      B2: release() while the free callback is
-#                                    still inside the invalidation (the C
-#                                    original touches the freed context)
+#                                    still inside the invalidation: the core
+#                                    has dropped the mapping lock and not yet
+#                                    returned (the C original touches the
+#                                    freed context)
+#   rel_field.sh bug=double_unmap    dma_unmap/put_pages after an invalidation
+#                                    (modern core, PEER_MEM_INVALIDATE_UNMAPS):
+#                                    the driver freed the page table when the
+#                                    free callback returned; they must not
+#                                    touch it
 #   rel_field.sh bug=lock_inversion  B1/MOFED 2696789: with the default
 #                                    parameters the client opts into
 #                                    PEER_MEM_INVALIDATE_UNMAPS; cudaFree
@@ -16,7 +23,11 @@
 #   rel_field.sh bug=name_conflict   B6: nv_peer_mem/nvidia_peermem (an nv_mem
 #                                    client) loaded first, or loaded after us
 #   rel_field.sh bug=unload_order    B7: unloading in the wrong order with
-#                                    live registrations
+#                                    live registrations (the client's own
+#                                    rmmod must be refused, not hang in the
+#                                    core's unregister)
+# Each also runs against the C reference client with that bug brought back
+# (client=ref defects=BUG, suite field-teeth), where it must fail.
 . /scenarios/lib.sh
 . /scenarios/rel_lib.sh
 bug=$rel_arg_bug
@@ -25,12 +36,17 @@ silent_load() {
 	stack_up_fixtures
 	# 1. the core refuses the registration
 	st fault register_client 1 EIO >/dev/null
-	insmod_refused "the core refuses the registration" $REL_MOD persistent_api_support=1
+	insmod_refused "the core refuses the registration" $REL_MOD $(client_params)
 	st fault-clear >/dev/null
 	since_mark_has "$REL_MOD" || fail "no line of ours for a refused registration" $(figures)
 	# 2. an invalid parameter
-	insmod_refused "peerdirect_support=7" $REL_MOD peerdirect_support=7
+	if [ "$client" = ref ]; then
+		insmod_refused "abi=bogus7" $REL_MOD $(client_params) abi=bogus7
+	else
+		insmod_refused "peerdirect_support=7" $REL_MOD peerdirect_support=7
+	fi
 	since_mark | grep "$REL_MOD" | grep -q 7 || fail "the refusal does not name the bad value" $(figures)
+	[ "$client" = ref ] && rel_pass # the rest is about our module's parameters
 	# 3. a core that cannot take the extended ABI
 	stack_down
 	gen=legacy
@@ -71,18 +87,38 @@ lock_inversion() {
 	stack_up_fixtures
 	mark
 	# Defaults, except that the invalidating client is wanted.
-	load $REL_MOD persistent_api_support=0
-	since_mark | grep -E "registered peer memory client nv_mem " | grep -q "invalidate unmaps" ||
-		fail "nv_mem did not opt into PEER_MEM_INVALIDATE_UNMAPS by default" $(figures)
+	pers=0
+	# shellcheck disable=SC2046
+	load $REL_MOD $(client_params)
 	REL_IDLE_REF=$(refcnt)
 	lockdep_alive || fail "lockdep is off before the test"
+	# One cudaFree (driver lock, then the mapping lock in the invalidation)
+	# and one deregistration (mapping lock, then put_pages) one after the
+	# other: lockdep sees both orders without a real deadlock.
+	for _step in free dereg; do
+		_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+		va=$(sval va "$_o")
+		_o=$(st mr-reg "$va" 128K) || fail "mr-reg: $_o" $(figures)
+		mr=$(sval mr "$_o")
+		if [ $_step = free ]; then
+			st gpu-free "$va" >/dev/null || fail "cudaFree" $(figures)
+			st mr-dereg "$mr" >/dev/null || fail "dereg of the invalidated MR" $(figures)
+		else
+			st mr-dereg "$mr" >/dev/null || fail "dereg" $(figures)
+			st gpu-free "$va" >/dev/null || fail "cudaFree" $(figures)
+		fi
+		REL_OPS=$((REL_OPS + 4))
+	done
+	since_mark_has "circular locking dependency" && fail "lockdep reported an inversion" $(figures)
+	since_mark | grep -E "registered peer memory client nv_mem " | grep -q "invalidate unmaps" ||
+		fail "nv_mem did not opt into PEER_MEM_INVALIDATE_UNMAPS by default" $(figures)
 	out=$(st race free dereg --iters 100 --size 128K --jitter-us 400 2>/tmp/race.err)
 	rc=$?
 	echo "$out" | sed 's/^/SCENARIO-LOG race: /'
 	last=$(echo "$out" | tail -n 1)
 	[ "$rc" = 0 ] && [ "$(sval result "$last")" = pass ] || fail "race free dereg: $last" $(figures)
 	REL_RACES=$(sval races "$last")
-	REL_OPS=$((4 * REL_RACES))
+	REL_OPS=$((REL_OPS + 4 * REL_RACES))
 	since_mark_has "circular locking dependency" && fail "lockdep reported an inversion" $(figures)
 	lockdep_alive || fail "lockdep turned itself off" $(figures)
 	settle_idle
@@ -94,10 +130,14 @@ lock_inversion() {
 name_conflict() {
 	stack_up_fixtures
 	# nv_peer_mem / nvidia_peermem first (an nv_mem client), then us.
-	load peermem_refclient name=nv_mem
-	insmod_refused "nv_mem taken by another client" $REL_MOD persistent_api_support=1
-	since_mark | grep "$REL_MOD" | grep -q -E "nv_peer_mem|nvidia_peermem|unload" ||
+	other=peermem_refclient
+	[ "$client" = ref ] && other=peermem_refclient2
+	load $other name=nv_mem
+	# shellcheck disable=SC2046
+	insmod_refused "nv_mem taken by another client" $REL_MOD $(client_params)
+	since_mark | grep "$REL_MOD:" | grep -q -E "nv_peer_mem|nvidia_peermem|unload" ||
 		fail "the refusal does not say what to unload" $(figures)
+	[ "$client" = ref ] && { unload $other; rel_pass; }
 	log "message: $(since_mark | grep "$REL_MOD" | head -n 2 | tr '\n' ' ')"
 	# the other client is not disturbed
 	_o=$(st gpu-alloc 128K)
@@ -132,9 +172,24 @@ unload_order() {
 	_o=$(st mr-reg $((va + 100)) 200K) || fail "mr-reg: $_o" $(figures)
 	mr=$(sval mr "$_o")
 	for m in nvidia_p2p_sim peerdirect_sim $REL_MOD; do
-		if rmmod $m 2>/tmp/rmmod.err; then
-			fail "rmmod $m succeeded with a live registration" $(figures)
+		# In the background: a client without a module reference per
+		# registration gets as far as the core's unregister, which waits
+		# for the MR (the operator's rmmod hangs).
+		(rmmod $m 2>/tmp/rmmod.err; echo $? >/tmp/rmmod.rc) &
+		_rp=$!
+		_t=0
+		while kill -0 $_rp 2>/dev/null && [ $_t -lt 30 ]; do
+			usleep 100000
+			_t=$((_t + 1))
+		done
+		if kill -0 $_rp 2>/dev/null; then
+			st mr-dereg "$mr" >/dev/null
+			wait $_rp
+			fail "rmmod $m hung with a live registration (blocked in the core's unregister: no module reference per registration)" $(figures)
 		fi
+		wait $_rp
+		[ "$(cat /tmp/rmmod.rc)" = 0 ] &&
+			fail "rmmod $m succeeded with a live registration" $(figures)
 		loaded $m || fail "$m is gone" $(figures)
 		log "rmmod $m refused: $(cat /tmp/rmmod.err)"
 		REL_RACES=$((REL_RACES + 1))
@@ -158,10 +213,42 @@ unload_order() {
 	rel_pass
 }
 
+double_unmap() {
+	stack_up
+	mark
+	i=0
+	while [ $i -lt 3 ]; do
+		_o=$(st gpu-alloc 256K) || fail "gpu-alloc: $_o" $(figures)
+		va=$(sval va "$_o")
+		_o=$(st mr-reg $((va + 4096)) 200K) || fail "mr-reg: $_o" $(figures)
+		mr=$(sval mr "$_o")
+		[ "$(sval client "$_o")" = nv_mem ] ||
+			fail "the MR went to $(sval client "$_o"), not the invalidating nv_mem" $(figures)
+		st hca-write "$mr" 0 64K seed:$i >/dev/null || fail "DMA before cudaFree" $(figures)
+		# cudaFree: the core marks the MR invalidated and leaves the
+		# unmapping to the client; the driver frees the page table.
+		st gpu-free "$va" >/dev/null || fail "cudaFree" $(figures)
+		[ "$(sval state "$(st mr-query "$mr")")" = invalidated ] ||
+			fail "cudaFree did not invalidate the MR" $(figures)
+		# ibv_dereg_mr: the core still calls dma_unmap and put_pages.
+		st mr-dereg "$mr" >/dev/null || fail "dereg of the invalidated MR" $(figures)
+		REL_OPS=$((REL_OPS + 5))
+		REL_RACES=$((REL_RACES + 1))
+		[ "$(splats_so_far)" = 0 ] || break
+		i=$((i + 1))
+	done
+	rel_no_splats
+	settle_idle
+	stack_down
+	kmemleak_check light
+	rel_pass
+}
+
 case "$bug" in
 silent_load) silent_load ;;
 uaf_window)
-	exec sh /scenarios/rel_race.sh window=release_in_invalidation variant=dereg_locked rounds=6 ;;
+	exec sh /scenarios/rel_race.sh "$@" window=release_in_invalidation variant=invalidate_unlocked rounds=3 ;;
+double_unmap) double_unmap ;;
 lock_inversion) lock_inversion ;;
 name_conflict) name_conflict ;;
 unload_order) unload_order ;;

@@ -9,6 +9,9 @@
 #   client=rs|ref               the client under test: our module (default)
 #                               or the fixtures' C reference client (to
 #                               check a scenario itself)
+#   defects=BUG                 client=ref only: the reference client with
+#                               that field bug brought back on purpose
+#                               (field-teeth: the scenario must catch it)
 # Figures every rel_ scenario reports: ops faults races leaks splats.
 
 REL_MOD=nvidia_peermem_rs
@@ -98,7 +101,7 @@ client_params() {
 		[ "$gen" = legacy ] && [ "$pds" = 1 ] && _abi=legacy
 		_p=0
 		[ "$pers" = 1 ] && _p=1
-		echo "name=nv_mem abi=$_abi persistent=$_p"
+		echo "name=nv_mem abi=$_abi persistent=$_p${rel_arg_defects:+ defects=$rel_arg_defects}"
 	else
 		echo "peerdirect_support=$pds persistent_api_support=$pers"
 	fi
@@ -204,13 +207,43 @@ figures() {
 	echo "ops=$REL_OPS faults=$REL_FAULTS races=$REL_RACES leaks=$REL_LEAKS splats=$(splats_so_far)"
 }
 
+# The core's race-window counters (simtest counters win_*): windows_mark
+# remembers them, windows_reached NAME prints how often window NAME (without
+# the win_ prefix) was really open since the mark.
+REL_WINDOWS="invalidate_unlocked dereg_unlocked put_release release_in_invalidation"
+windows_mark() {
+	for _w in $REL_WINDOWS; do
+		eval "REL_WIN0_$_w=$(ctr win_$_w)"
+	done
+}
+windows_reached() {
+	eval "_w0=\${REL_WIN0_$1:-0}"
+	echo $(($(ctr "win_$1") - _w0))
+}
+# windows_figures: win_NAME=N for every window reached since the mark.
+windows_figures() {
+	for _w in $REL_WINDOWS; do
+		_n=$(windows_reached "$_w")
+		[ "$_n" = 0 ] || printf 'win_%s=%s ' "$_w" "$_n"
+	done
+}
+
+# rel_no_splats [extra figures]: fails the scenario, naming the first splat,
+# if the kernel log has one since the scenario began. Before the idle checks,
+# so a splat is the reason given and not what it left behind.
+rel_no_splats() {
+	_s=$(splats_so_far)
+	if [ "$_s" != 0 ]; then
+		_first=$(_after "$REL_START" | grep -E -- "$REL_SPLAT_RE" |
+			grep -v -E -- "${REL_EXPECTED_RE:-^\$}" | head -n 1 | sed 's/^\[[^]]*\] *//')
+		fail "$_s splat line(s) in the kernel log during the scenario, first: $_first" $(figures) "$@"
+	fi
+}
+
 # rel_pass [extra figures]: pass with the standard figures, failing instead
 # if a splat appeared in the kernel log during the scenario.
 rel_pass() {
-	_s=$(splats_so_far)
-	if [ "$_s" != 0 ]; then
-		fail "$_s splat line(s) in the kernel log during the scenario" $(figures) "$@"
-	fi
+	rel_no_splats "$@"
 	pass $(figures) "$@"
 }
 

@@ -8,7 +8,14 @@
 #       variants per round: the invalidation sleeps before taking the
 #       mapping lock ("core_invalidate"), or the deregistration holds the
 #       mapping lock ("core_dereg_locked") while cudaFree comes in
-#       (variant=invalidate|dereg_locked runs only one of them).
+#       (variant=invalidate|dereg_locked runs only one of them);
+#       variant=invalidate_unlocked is the exact window of the real core:
+#       the invalidation has dropped the mapping lock but not yet returned
+#       to the client ("core_invalidate_unlocked") while the deregistration
+#       runs release(); the core's window counters must show it was open.
+#   free_in_dereg_unlocked  cudaFree while a deregistration sits between
+#       dropping the mapping lock and calling dma_unmap
+#       ("core_dereg_unlocked"; opted-in client on the modern core).
 #   free_vs_dereg      cudaFree and ibv_dereg_mr of the same MR started
 #       together from two threads, many rounds (simtest race free dereg).
 #   free_in_get_pages  cudaFree while the registration sits between acquire
@@ -17,6 +24,11 @@
 #   free_in_dma_map    cudaFree while the registration sits between
 #       get_pages and dma_map ("dma_map") or inside the provider's
 #       dma_map_pages ("p2p_dma_map").
+#   free_after_provider_call  cudaFree right after the provider's get_pages
+#       or dma_map_pages dropped the driver lock and before it returns
+#       ("p2p_get_pages_done", "p2p_dma_map_done"): the callback runs and
+#       returns, the driver frees the new page table or mapping, and the
+#       client must not read what the call returns (KASAN otherwise).
 #   free_during_unmap  cudaFree while a deregistration is inside the
 #       provider's dma_unmap ("p2p_dma_unmap", before the driver reads the
 #       page table): the driver frees the page table and its mappings when
@@ -41,6 +53,7 @@ rounds=${rel_arg_rounds:-6}
 
 stack_up
 delays0=$(ctr delays_taken)
+windows_mark
 
 # bg_run VAR CMD...: runs CMD in the background, output to /tmp/bg.$VAR.
 bg_run() {
@@ -87,7 +100,18 @@ release_in_invalidation() {
 			v=dereg_locked
 			[ $((i % 2)) = 0 ] && v=invalidate
 		fi
-		if [ "$v" = invalidate ]; then
+		if [ "$v" = invalidate_unlocked ]; then
+			# cudaFree first: its invalidation marks the MR and drops
+			# the mapping lock, then sleeps before returning to the
+			# client's callback; the deregistration runs to release().
+			st delay core_invalidate_unlocked 400 1 >/dev/null
+			bg_run free st gpu-free "$va"
+			usleep 100000
+			st mr-dereg "$mr" >/dev/null || fail "dereg during the invalidation failed" $(figures)
+			kill -0 "$pid_free" 2>/dev/null && overlapped=$((overlapped + 1))
+			wait "$pid_free"
+			[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
+		elif [ "$v" = invalidate ]; then
 			# cudaFree first: its invalidation sleeps before the mapping
 			# lock while the deregistration runs to release().
 			st delay core_invalidate 400 1 >/dev/null
@@ -114,11 +138,39 @@ release_in_invalidation() {
 		REL_OPS=$((REL_OPS + 3))
 		REL_RACES=$((REL_RACES + 1))
 		st delay "" 0 >/dev/null
+		# a client that has the bug stops at the first report
+		[ "$(splats_so_far)" = 0 ] || break
 		_lc=$(st leak-check) || fail "round $i left something behind: $_lc" $(figures)
 		i=$((i + 1))
 	done
 	log "release while the free callback was still running: $overlapped of $rounds rounds"
 	EXTRA="overlapped=$overlapped"
+	if [ "$variant" = invalidate_unlocked ]; then
+		n=$(windows_reached invalidate_unlocked)
+		[ "$n" -gt 0 ] ||
+			fail "the window was never open: release never ran while an invalidation was between unlock and return" $(figures)
+	fi
+}
+
+free_in_dereg_unlocked() {
+	i=0
+	while [ $i -lt "$rounds" ]; do
+		alloc_reg 256K 4096 200K
+		st delay core_dereg_unlocked 400 1 >/dev/null
+		bg_run dereg st mr-dereg "$mr"
+		usleep 100000
+		st gpu-free "$va" >/dev/null || fail "cudaFree during the deregistration failed" $(figures)
+		wait "$pid_dereg"
+		[ "$(bg_rc dereg)" = 0 ] || fail "dereg failed: $(cat /tmp/bg.dereg)" $(figures)
+		st delay "" 0 >/dev/null
+		REL_OPS=$((REL_OPS + 2))
+		REL_RACES=$((REL_RACES + 1))
+		_lc=$(st leak-check) || fail "round $i left something behind: $_lc" $(figures)
+		i=$((i + 1))
+	done
+	n=$(windows_reached dereg_unlocked)
+	[ "$n" -gt 0 ] ||
+		fail "the window was never open: no invalidation between the deregistration's unlock and its dma_unmap" $(figures)
 }
 
 free_during_unmap() {
@@ -183,7 +235,10 @@ free_during_reg() {
 				st delay "$point" 400 1 >/dev/null
 			fi
 			bg_run reg st mr-reg $((va + 512)) 128K
-			usleep $((150000 + i * 40000))
+			# p2p_get_pages_done: past the probe's get_pages (acquire)
+			_w=150000
+			[ "$point" = p2p_get_pages_done ] && _w=450000
+			usleep $((_w + i * 40000))
 			st gpu-free "$va" >/dev/null || fail "cudaFree during registration failed" $(figures)
 			wait "$pid_reg"
 			st delay "" 0 >/dev/null
@@ -350,7 +405,8 @@ teardown_races() {
 		if [ "$pers" = 0 ]; then
 			alloc_reg 256K 0 128K
 			d0=$(ctr delays_taken)
-			st delay core_invalidate 1200 1 >/dev/null
+			# long enough for a dereg on a loaded host (2 QEMUs, TCG)
+			st delay core_invalidate 4000 1 >/dev/null
 			bg_run free st gpu-free "$va"
 			wait_delay "$d0"
 			st mr-dereg "$mr" >/dev/null || fail "dereg during the invalidation failed" $(figures)
@@ -363,7 +419,7 @@ teardown_races() {
 		# b)
 		alloc_reg 256K 0 128K
 		d0=$(ctr delays_taken)
-		st delay p2p_put_pages 1200 1 >/dev/null
+		st delay p2p_put_pages 3000 1 >/dev/null
 		bg_run dereg st mr-dereg "$mr"
 		wait_delay "$d0"
 		rmmod_refused "while a deregistration is inside put_pages"
@@ -422,8 +478,10 @@ case "$window" in
 release_in_invalidation) release_in_invalidation ;;
 free_vs_dereg) free_vs_dereg ;;
 free_during_unmap) free_during_unmap ;;
+free_in_dereg_unlocked) free_in_dereg_unlocked ;;
 free_in_get_pages) free_during_reg get_pages p2p_get_pages ;;
 free_in_dma_map) free_during_reg dma_map p2p_dma_map ;;
+free_after_provider_call) free_during_reg p2p_get_pages_done p2p_dma_map_done ;;
 rmmod_during_reg) rmmod_during_reg ;;
 acquire_while_going) acquire_while_going ;;
 teardown_races) teardown_races ;;
@@ -431,12 +489,13 @@ teardown_races) teardown_races ;;
 esac
 st delay "" 0 >/dev/null
 log "delays taken: $(( $(ctr delays_taken) - delays0 ))"
+rel_no_splats
 settle_idle
 # A full kmemleak pass where the free callback raced a release (the suite's
 # final scan covers the others).
 case "$window,$variant" in
-free_vs_dereg,* | release_in_invalidation,dereg_locked) kmemleak_check ;;
+free_vs_dereg,* | release_in_invalidation,dereg_locked | release_in_invalidation,invalidate_unlocked) kmemleak_check ;;
 *) kmemleak_check light ;;
 esac
 # shellcheck disable=SC2086
-rel_pass $EXTRA
+rel_pass $EXTRA $(windows_figures)

@@ -8,7 +8,8 @@
 #   rel_stress.sh [gen=..] [pds=..] [pers=..] [threads=8] [ops=100000] [seed=N]
 # After the run: nothing pinned, mapped or registered, core counters balanced
 # (simtest's own check and the core's sysfs), our module's refcount idle,
-# kmemleak clean.
+# kmemleak clean. The figures win_*= say how often each of the real core's
+# race windows (tests/fixtures/README.md) was really open during the run.
 . /scenarios/lib.sh
 . /scenarios/rel_lib.sh
 threads=${rel_arg_threads:-8}
@@ -18,6 +19,7 @@ seed_opt=
 
 stack_up
 before_cb=$(ctr free_callbacks)
+windows_mark
 # Shown live (seed first, then progress), so a hang still tells the seed.
 # shellcheck disable=SC2086
 (
@@ -42,4 +44,4 @@ settle_idle
 if [ "$ops" -ge 100000 ]; then kmemleak_check; else kmemleak_check light; fi
 rel_pass seed="$seed" threads="$threads" dmas="$(sval dmas "$last")" \
 	edu_dmas="$(sval edu_dmas "$last")" free_callbacks="$cb" \
-	elapsed_ms="$(sval elapsed_ms "$last")"
+	elapsed_ms="$(sval elapsed_ms "$last")" $(windows_figures)

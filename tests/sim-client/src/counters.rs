@@ -4,7 +4,7 @@
 use crate::uapi::{PsimCounters, PsimLeakCheck, PsimPhaseTimes, PSIM_PHASE_NAMES};
 
 /// Every counter of `struct psim_counters` (reserved words excluded), by name.
-pub fn counter_fields(c: &PsimCounters) -> [(&'static str, u64); 19] {
+pub fn counter_fields(c: &PsimCounters) -> [(&'static str, u64); 23] {
     [
         ("gpu_allocs_live", c.gpu_allocs_live),
         ("gpu_bytes_live", c.gpu_bytes_live),
@@ -25,6 +25,10 @@ pub fn counter_fields(c: &PsimCounters) -> [(&'static str, u64); 19] {
         ("num_free_callbacks", c.num_free_callbacks),
         ("faults_injected", c.faults_injected),
         ("delays_taken", c.delays_taken),
+        ("win_invalidate_unlocked", c.win_invalidate_unlocked),
+        ("win_dereg_unlocked", c.win_dereg_unlocked),
+        ("win_put_release", c.win_put_release),
+        ("win_release_in_invalidation", c.win_release_in_invalidation),
     ]
 }
 

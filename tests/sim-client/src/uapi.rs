@@ -137,7 +137,12 @@ pub struct PsimCounters {
     // fault injection
     pub faults_injected: u64,
     pub delays_taken: u64,
-    pub reserved: [u64; 13],
+    // the core's race windows, counted only when really open
+    pub win_invalidate_unlocked: u64,
+    pub win_dereg_unlocked: u64,
+    pub win_put_release: u64,
+    pub win_release_in_invalidation: u64,
+    pub reserved: [u64; 9],
 }
 
 /// `struct psim_leak_check`: what is left (all zero = no leak).
@@ -285,7 +290,7 @@ const _: () = assert!(offset_of!(PsimDelay, count) == 36);
 const _: () = assert!(size_of::<PsimCounters>() == 256);
 const _: () = assert!(offset_of!(PsimCounters, clients_registered) == 64);
 const _: () = assert!(offset_of!(PsimCounters, faults_injected) == 136);
-const _: () = assert!(offset_of!(PsimCounters, reserved) == 152);
+const _: () = assert!(offset_of!(PsimCounters, reserved) == 184);
 const _: () = assert!(size_of::<PsimLeakCheck>() == 40);
 const _: () = assert!(size_of::<PsimProviderConfig>() == 24);
 const _: () = assert!(offset_of!(PsimProviderConfig, persistent_supported) == 16);

@@ -43,6 +43,9 @@ pub struct Splat {
     pub kind: &'static str,
     /// The line, timestamps removed.
     pub text: String,
+    /// The scenario that was running (between its `PEERMEM-SCENARIO-BEGIN`
+    /// and `-END` lines), if any.
+    pub scenario: Option<String>,
 }
 
 /// What a KUnit suite reported.
@@ -137,6 +140,7 @@ fn ktap_case(line: &str) -> Option<(bool, bool, String)> {
 pub fn analyse(text: &str) -> LogFacts {
     let mut facts = LogFacts::default();
     let mut in_kunit: Option<String> = None;
+    let mut in_scenario: Option<String> = None;
     for (idx, raw) in text.lines().enumerate() {
         let line = clean_line(raw);
         if let Some(kind) = splat_kind(line) {
@@ -144,7 +148,16 @@ pub fn analyse(text: &str) -> LogFacts {
                 line_no: idx + 1,
                 kind,
                 text: line.to_string(),
+                scenario: in_scenario.clone(),
             });
+        }
+        if let Some(rest) = line.strip_prefix("PEERMEM-SCENARIO-BEGIN ") {
+            in_scenario = Some(rest.trim().to_string());
+            continue;
+        }
+        if line.starts_with("PEERMEM-SCENARIO-END ") {
+            in_scenario = None;
+            continue;
         }
         if let Some(pos) = line.find("SCENARIO-RESULT ") {
             let body = &line[pos + "SCENARIO-RESULT ".len()..];

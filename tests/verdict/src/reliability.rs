@@ -5,6 +5,11 @@
 //! A row passes only if its scenario passed AND its boot was clean
 //! (`vm:<suite>:completed` and `vm:<suite>:splats` passed): a splat or a
 //! hang after the scenario printed `pass` still fails the row.
+//!
+//! Field-bug scenarios also run against the C reference client with that
+//! bug planted (`teeth:` tests, suite field-teeth). Their rows, and the
+//! module's rows of the same scenario, say in column "caught" whether the
+//! scenario caught the original's defect; a "no" fails both.
 
 use crate::verdict::SuiteVerdict;
 use serde::Serialize;
@@ -32,6 +37,9 @@ pub struct Row {
     pub reason: String,
     /// Every figure it reported (`reason` excluded).
     pub figures: BTreeMap<String, String>,
+    /// Field bugs: whether the scenario caught the original's defect
+    /// (`yes`/`no`); empty where no planted-defect run exists.
+    pub caught: String,
 }
 
 /// One cell of the lock-order matrix (from `rel_lockorder`).
@@ -99,7 +107,11 @@ pub fn build(verdicts: &[SuiteVerdict]) -> Report {
     for v in verdicts {
         let boot = boot_clean(v);
         for t in &v.tests {
-            let Some(id) = t.name.strip_prefix("scenario:") else {
+            let (id, teeth) = if let Some(id) = t.name.strip_prefix("scenario:") {
+                (id, false)
+            } else if let Some(id) = t.name.strip_prefix("teeth:") {
+                (id, true)
+            } else {
                 continue;
             };
             let (name, args) = split_id(id);
@@ -124,9 +136,14 @@ pub fn build(verdicts: &[SuiteVerdict]) -> Report {
             let figures = t
                 .figures
                 .iter()
-                .filter(|(k, _)| k.as_str() != "reason")
+                .filter(|(k, _)| !matches!(k.as_str(), "reason" | "caught"))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
+            let caught = match (teeth, t.passed) {
+                (false, _) => String::new(),
+                (true, true) => "yes".into(),
+                (true, false) => "no".into(),
+            };
             rows.push(Row {
                 scenario,
                 configuration: config.join(" "),
@@ -134,7 +151,34 @@ pub fn build(verdicts: &[SuiteVerdict]) -> Report {
                 result: if passed { "pass" } else { "fail" }.into(),
                 reason,
                 figures,
+                caught,
             });
+        }
+    }
+    // The module's rows of a field-bug scenario take the planted runs' word.
+    let planted: Vec<(String, bool)> = rows
+        .iter()
+        .filter(|r| !r.caught.is_empty())
+        .map(|r| (r.scenario.clone(), r.caught == "yes"))
+        .collect();
+    for r in rows.iter_mut().filter(|r| r.caught.is_empty()) {
+        let runs: Vec<bool> = planted
+            .iter()
+            .filter(|(s, _)| *s == r.scenario)
+            .map(|(_, c)| *c)
+            .collect();
+        if runs.is_empty() {
+            continue;
+        }
+        if runs.iter().all(|c| *c) {
+            r.caught = "yes".into();
+        } else {
+            r.caught = "no".into();
+            if r.result == "pass" {
+                r.result = "fail".into();
+                r.reason =
+                    "the scenario did not catch the original's defect (see its teeth: row)".into();
+            }
         }
     }
 
@@ -207,8 +251,16 @@ pub fn render(report: &Report) -> String {
         .max(13);
     out.push_str("== reliability (issue 5) ==\n");
     out.push_str(&format!(
-        "{:<w_s$}  {:<w_c$}  {:<6}  {:>8} {:>6} {:>6} {:>5} {:>6}  other\n",
-        "scenario", "configuration", "result", "ops", "faults", "races", "leaks", "splats"
+        "{:<w_s$}  {:<w_c$}  {:<6}  {:<6}  {:>8} {:>6} {:>6} {:>5} {:>6}  other\n",
+        "scenario",
+        "configuration",
+        "result",
+        "caught",
+        "ops",
+        "faults",
+        "races",
+        "leaks",
+        "splats"
     ));
     for r in &report.rows {
         let fig = |k: &str| r.figures.get(k).map_or("-", String::as_str).to_string();
@@ -219,10 +271,11 @@ pub fn render(report: &Report) -> String {
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         out.push_str(&format!(
-            "{:<w_s$}  {:<w_c$}  {:<6}  {:>8} {:>6} {:>6} {:>5} {:>6}  {}\n",
+            "{:<w_s$}  {:<w_c$}  {:<6}  {:<6}  {:>8} {:>6} {:>6} {:>5} {:>6}  {}\n",
             r.scenario,
             r.configuration,
             r.result.to_uppercase(),
+            if r.caught.is_empty() { "-" } else { &r.caught },
             fig("ops"),
             fig("faults"),
             fig("races"),
@@ -236,8 +289,9 @@ pub fn render(report: &Report) -> String {
     }
     let t = |k: &str| report.totals.get(k).copied().unwrap_or(0);
     out.push_str(&format!(
-        "{:<w_s$}  {:<w_c$}  {:<6}  {:>8} {:>6} {:>6} {:>5} {:>6}\n",
+        "{:<w_s$}  {:<w_c$}  {:<6}  {:<6}  {:>8} {:>6} {:>6} {:>5} {:>6}\n",
         "total",
+        "",
         "",
         "",
         t("ops"),
@@ -334,6 +388,49 @@ mod tests {
         assert_eq!(r.rows[0].configuration, "");
         assert_eq!(r.rows[0].reason, "insmod succeeded");
         assert_eq!((r.passed, r.failed), (0, 1));
+    }
+
+    #[test]
+    fn field_rows_say_whether_the_planted_defect_was_caught() {
+        let suite = "scenario rel_field bug=uaf_window gen=modern\n\
+                     scenario rel_field bug=uaf_window client=ref defects=uaf_window\n\
+                     caught \"KASAN\"\n\
+                     scenario rel_field bug=double_unmap\n\
+                     scenario rel_field bug=double_unmap client=ref defects=double_unmap\n\
+                     caught \"KASAN\"\n\
+                     scenario rel_field bug=silent_load\n";
+        let log = "SCENARIO-RESULT rel_field[bug=uaf_window,gen=modern] pass ops=3\n\
+                   SCENARIO-RESULT rel_field[bug=uaf_window,client=ref,defects=uaf_window] fail \
+                   ops=1 reason=1 splat line(s), first: BUG: KASAN: x\n\
+                   SCENARIO-RESULT rel_field[bug=double_unmap] pass ops=3\n\
+                   SCENARIO-RESULT rel_field[bug=double_unmap,client=ref,defects=double_unmap] pass ops=3\n\
+                   SCENARIO-RESULT rel_field[bug=silent_load] pass ops=1\n\
+                   PEERMEM-SUITE-DONE field-teeth\n";
+        let r = build(&[verdict("field-teeth", suite, log)]);
+        let caught: Vec<(&str, &str, &str)> = r
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.configuration.as_str(),
+                    r.result.as_str(),
+                    r.caught.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            caught,
+            vec![
+                ("gen=modern", "pass", "yes"),
+                ("client=ref defects=uaf_window", "pass", "yes"),
+                ("", "fail", "no"),
+                ("client=ref defects=double_unmap", "fail", "no"),
+                ("", "pass", ""),
+            ]
+        );
+        let text = render(&r);
+        assert!(text.contains("caught"), "{text}");
+        assert!(text.contains("reliability: 3 passed, 2 failed"), "{text}");
     }
 
     #[test]

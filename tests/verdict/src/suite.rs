@@ -30,6 +30,26 @@ pub struct Suite {
     pub scenarios: Vec<String>,
     /// Splats this boot must show; any other splat fails it.
     pub expected_splats: Vec<ExpectedSplat>,
+    /// Scenarios run against a client with a field bug on purpose (a
+    /// `caught "PATTERN"` line after the scenario line): each must FAIL,
+    /// with PATTERN in its reason. Splats during them are theirs.
+    pub teeth: Vec<Teeth>,
+}
+
+/// A scenario that must catch a planted defect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Teeth {
+    /// The scenario id.
+    pub scenario: String,
+    /// What its failure reason must contain.
+    pub pattern: String,
+}
+
+impl Suite {
+    /// The planted-defect expectation of scenario `id`, if it has one.
+    pub fn teeth_of(&self, id: &str) -> Option<&Teeth> {
+        self.teeth.iter().find(|t| t.scenario == id)
+    }
 }
 
 /// A line of a suite file that could not be understood.
@@ -134,6 +154,18 @@ impl Suite {
                     kind: kind.to_string(),
                     pattern: pattern.to_string(),
                 }),
+                ("caught", [pattern]) => {
+                    let Some(scenario) = suite.scenarios.last().cloned() else {
+                        return Err(err("caught: no scenario line before it".into()));
+                    };
+                    if suite.teeth_of(&scenario).is_some() {
+                        return Err(err(format!("caught: {scenario} has one already")));
+                    }
+                    suite.teeth.push(Teeth {
+                        scenario,
+                        pattern: pattern.to_string(),
+                    });
+                }
                 ("scenario_timeout" | "cmdline" | "extra", _) => {}
                 (d, _) => return Err(err(format!("unknown or malformed directive '{d}'"))),
             }
@@ -167,6 +199,17 @@ mod tests {
         assert_eq!(s.kunit, vec![("a.ko".into(), "suite_a".into())]);
         assert_eq!(s.scenarios, vec!["one", "two[k=v,z=1]"]);
         assert_eq!(s.expected_splats[0].pattern, "possible circular locking");
+    }
+
+    #[test]
+    fn caught_belongs_to_the_scenario_above() {
+        let s = Suite::parse("x", "scenario a\nscenario b k=v\ncaught \"KASAN: x\"\n").unwrap();
+        assert_eq!(s.teeth.len(), 1);
+        assert_eq!(s.teeth[0].scenario, "b[k=v]");
+        assert_eq!(s.teeth[0].pattern, "KASAN: x");
+        assert!(s.teeth_of("a").is_none());
+        assert!(Suite::parse("x", "caught \"y\"\nscenario a\n").is_err());
+        assert!(Suite::parse("x", "scenario a\ncaught \"y\"\ncaught \"z\"\n").is_err());
     }
 
     #[test]

@@ -52,6 +52,35 @@ fn splat_evidence(s: &Splat) -> String {
     format!("log line {}: [{}] {}", s.line_no, s.kind, s.text)
 }
 
+/// Turns the result of a scenario run against a planted defect into its
+/// `teeth:` test: it passes when the scenario reported one result, `fail`,
+/// for the reason `pattern` names.
+fn judge_teeth(mut t: TestResult, results: Option<usize>, pattern: &str) -> TestResult {
+    let id = t.name.trim_start_matches("scenario:").to_string();
+    let failure = match results {
+        None | Some(0) => Some("no result line".to_string()),
+        Some(n) if n != 1 => Some(format!("{n} result lines instead of one")),
+        _ if t.passed => Some(format!(
+            "the planted defect went uncaught: the scenario passed (wanted a failure with '{pattern}')"
+        )),
+        _ if !t.reason.contains(pattern) => Some(format!(
+            "red for another reason than the planted defect (wanted '{pattern}'): {}",
+            t.reason
+        )),
+        _ => None,
+    };
+    let caught = failure.is_none();
+    if caught {
+        t.evidence.push(format!("failed as planted: {}", t.reason));
+    }
+    t.name = format!("teeth:{id}");
+    t.passed = caught;
+    t.reason = failure.unwrap_or_default();
+    t.figures
+        .insert("caught".into(), if caught { "yes" } else { "no" }.into());
+    t
+}
+
 /// Judges one boot. `timed_out` is the host's word that it had to kill QEMU.
 pub fn judge(suite: &Suite, facts: &LogFacts, timed_out: bool) -> SuiteVerdict {
     let mut tests = Vec::new();
@@ -89,6 +118,9 @@ pub fn judge(suite: &Suite, facts: &LogFacts, timed_out: bool) -> SuiteVerdict {
             }
         };
         t.name = format!("scenario:{id}");
+        if let Some(teeth) = suite.teeth_of(id) {
+            t = judge_teeth(t, facts.scenarios.get(id).map(|r| r.count), &teeth.pattern);
+        }
         tests.push(t);
     }
 
@@ -119,6 +151,13 @@ pub fn judge(suite: &Suite, facts: &LogFacts, timed_out: bool) -> SuiteVerdict {
     let mut unexpected = Vec::new();
     let mut seen = vec![false; suite.expected_splats.len()];
     for s in &facts.splats {
+        // A planted defect's splats are its scenario's evidence.
+        if s.scenario
+            .as_deref()
+            .is_some_and(|id| suite.teeth_of(id).is_some())
+        {
+            continue;
+        }
         match suite
             .expected_splats
             .iter()
@@ -210,6 +249,38 @@ mod tests {
         // a scenario the suite does not list
         let log = format!("{GOOD}SCENARIO-RESULT other pass\n");
         assert_eq!(judge(&s, &analyse(&log), false).counts().1, 1);
+    }
+
+    #[test]
+    fn teeth_must_fail_for_the_planted_reason() {
+        let s = suite("scenario a\ncaught \"KASAN: slab-use-after-free\"\nscenario b\n");
+        let ok = "PEERMEM-SCENARIO-BEGIN a\nBUG: KASAN: slab-use-after-free in f\n\
+                  SCENARIO-RESULT a fail reason=1 splat line(s), first: BUG: KASAN: slab-use-after-free in f\n\
+                  PEERMEM-SCENARIO-END a rc=1\nPEERMEM-SCENARIO-BEGIN b\nSCENARIO-RESULT b pass\n\
+                  PEERMEM-SCENARIO-END b rc=0\nPEERMEM-SUITE-DONE s\n";
+        let v = judge(&s, &analyse(ok), false);
+        assert_eq!(v.counts(), (4, 0), "{v:?}");
+        assert_eq!(v.tests[0].name, "teeth:a");
+        assert_eq!(v.tests[0].figures["caught"], "yes");
+        // Green against the defect: not caught.
+        let green = ok.replace(
+            "SCENARIO-RESULT a fail reason=1 splat",
+            "SCENARIO-RESULT a pass x=1 splat",
+        );
+        let v = judge(&s, &analyse(&green), false);
+        assert!(!v.tests[0].passed);
+        assert!(v.tests[0].reason.contains("uncaught"));
+        // Red for something else: not caught either.
+        let other = ok.replace("first: BUG: KASAN", "first: WARNING: x");
+        assert!(!judge(&s, &analyse(&other), false).tests[0].passed);
+        // The same splat outside the planted scenario is unexpected.
+        let outside = ok.replace(
+            "PEERMEM-SCENARIO-BEGIN b\n",
+            "PEERMEM-SCENARIO-BEGIN b\nBUG: KASAN: slab-use-after-free in g\n",
+        );
+        let v = judge(&s, &analyse(&outside), false);
+        assert_eq!(v.counts().1, 1);
+        assert!(!v.tests.last().unwrap().passed);
     }
 
     #[test]
