@@ -100,21 +100,15 @@ release_in_invalidation() {
 			v=dereg_locked
 			[ $((i % 2)) = 0 ] && v=invalidate
 		fi
-		if [ "$v" = invalidate_unlocked ]; then
-			# cudaFree first: its invalidation marks the MR and drops
-			# the mapping lock, then sleeps before returning to the
-			# client's callback; the deregistration runs to release().
-			st delay core_invalidate_unlocked 400 1 >/dev/null
-			bg_run free st gpu-free "$va"
-			usleep 100000
-			st mr-dereg "$mr" >/dev/null || fail "dereg during the invalidation failed" $(figures)
-			kill -0 "$pid_free" 2>/dev/null && overlapped=$((overlapped + 1))
-			wait "$pid_free"
-			[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
-		elif [ "$v" = invalidate ]; then
-			# cudaFree first: its invalidation sleeps before the mapping
-			# lock while the deregistration runs to release().
-			st delay core_invalidate 400 1 >/dev/null
+		if [ "$v" = invalidate ] || [ "$v" = invalidate_unlocked ]; then
+			# cudaFree first: its invalidation sleeps before taking the
+			# mapping lock (invalidate), or after marking the MR and
+			# dropping the lock, before returning to the client's
+			# callback (invalidate_unlocked); meanwhile the
+			# deregistration runs to release().
+			point=core_invalidate
+			[ "$v" = invalidate_unlocked ] && point=core_invalidate_unlocked
+			st delay $point 400 1 >/dev/null
 			bg_run free st gpu-free "$va"
 			usleep 100000
 			st mr-dereg "$mr" >/dev/null || fail "dereg during the invalidation failed" $(figures)
