@@ -21,6 +21,18 @@ set -- persistent_api_support=0 $_args
 
 load_sim_stack generation="$generation"
 load_module
+# First one deregistration of a live MR, then one cudaFree of a live MR, one
+# after the other: each path's lock order happens at least once, whoever
+# wins the racing rounds below (on mofed51 lockdep must see both).
+sim gpu-alloc 256K
+va=$(kv va "$out")
+sim mr-reg $((va + 512)) 150000
+sim mr-dereg "$(kv mr "$out")"
+sim mr-reg $((va + 512)) 150000
+mr=$(kv mr "$out")
+sim gpu-free "$va"
+sim mr-dereg "$mr"
+no_leaks "the sequential pair"
 points="free_cb_before free_cb_after core_invalidate core_dereg_locked"
 i=0
 invalidated=0
