@@ -40,8 +40,11 @@ demo: deps
 	RESULTS=$(RESULTS) tests/demo.sh
 
 vm-test: deps
-	@test -n "$(SUITE)" || { echo "usage: make vm-test SUITE=<name of tests/vm/suites/NAME.suite>"; exit 2; }
-	kdir=$$(tests/build-all.sh) && tests/run-vm-suites.sh "$$kdir" $(RESULTS) tests/vm/suites/$(SUITE).suite
+	@test -n "$(SUITE)" || { echo "usage: make vm-test SUITE=<NAME of tests/vm/{suites,check,soak-suites,selftest}/NAME.suite>"; exit 2; }
+	@f=$$(ls tests/vm/suites/$(SUITE).suite tests/vm/check/$(SUITE).suite \
+		tests/vm/soak-suites/$(SUITE).suite tests/vm/selftest/$(SUITE).suite 2>/dev/null | head -n 1); \
+	test -n "$$f" || { echo "make vm-test: no suite $(SUITE) (tests/vm/{suites,check,soak-suites,selftest}/)"; exit 2; }; \
+	kdir=$$(tests/build-all.sh) && tests/run-vm-suites.sh "$$kdir" $(RESULTS) $$f
 
 bench: deps
 	RESULTS=$(RESULTS) tests/bench/run-bench.sh

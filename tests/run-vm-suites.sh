@@ -14,7 +14,11 @@ results=$2
 shift 2
 mkdir -p "$results"
 initramfs="$results/initramfs.cpio.gz"
-"$repo/tests/vm/mkinitramfs.sh" "$initramfs" "$kdir" || exit 2
+# PEERMEM_INITRAMFS_READY=1: the caller packed it already (run-tests.sh,
+# whose self-test boots it meanwhile: it must not be rewritten under them).
+if [ "${PEERMEM_INITRAMFS_READY:-0}" != 1 ] || [ ! -f "$initramfs" ]; then
+	"$repo/tests/vm/mkinitramfs.sh" "$initramfs" "$kdir" || exit 2
+fi
 verdict="$repo/target/release/vm-verdict"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/nvidia-peermem-rs"
 history="$cache/suite-seconds.txt"

@@ -45,10 +45,6 @@ if [ "$generation" = legacy ]; then
 	ref_extra=private_data=1
 fi
 
-kv() {
-	echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n 1
-}
-
 # sim CMD...: simtest, failing the scenario; output in $out.
 sim() {
 	out=$(simtest "$@") || fail "simtest $* failed: $out"

@@ -22,11 +22,6 @@ for _a in "$@"; do
 	esac
 done
 
-# kv KEY "k=v k=v ...": the value of KEY.
-kv() {
-	echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n 1
-}
-
 # st ARGS...: simtest, failing the scenario if it fails; prints its output.
 st() {
 	_o=$(simtest "$@") || fail "simtest $* failed: $_o"

@@ -53,10 +53,6 @@ pm_live() {
 }
 
 # kv KEY OUTPUT: value of KEY= in a simtest output line.
-kv() {
-	echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"
-}
-
 # sim CMD...: run simtest, fail the scenario if it fails; its output is in
 # $out (never call it inside $(...): a failure there would be lost).
 sim() {

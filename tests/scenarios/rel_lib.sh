@@ -84,7 +84,7 @@ st() {
 
 # sval KEY LINE: the value of KEY= in a line of key=value words.
 sval() {
-	echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n 1
+	kv "$@"
 }
 
 ctr() {

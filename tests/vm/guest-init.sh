@@ -17,16 +17,18 @@ scenario_timeout=600
 depmod 2>/dev/null
 
 finish() {
+	read -r t _ </proc/uptime
+	echo "PEERMEM-TIMING tests-done uptime=$t"
 	# Every object allocated by a test and never freed shows up here as
 	# "unreferenced object", which the host's verdict counts as a splat:
-	# wait out kmemleak's minimum object age (5 s), then two scans (the
-	# first records each new object's checksum, the second reports).
+	# two scans, the second at least kmemleak's minimum object age (5 s)
+	# after the first (kmemleak_scan.sh says why that is enough).
 	if [ -w /sys/kernel/debug/kmemleak ]; then
-		sleep 6
-		echo scan > /sys/kernel/debug/kmemleak
-		echo scan > /sys/kernel/debug/kmemleak
+		sh /scenarios/kmemleak_scan.sh
 		cat /sys/kernel/debug/kmemleak
 	fi
+	read -r t _ </proc/uptime
+	echo "PEERMEM-TIMING leak-check-done uptime=$t"
 	echo "PEERMEM-SUITE-DONE $suite"
 	sync
 	reboot -f
@@ -61,15 +63,21 @@ run_scenario() {
 	fi
 	export SCENARIO_ID="$id"
 	echo "PEERMEM-SCENARIO-BEGIN $id"
+	read -r t0 _ </proc/uptime
 	if [ ! -f "/scenarios/$name.sh" ]; then
 		echo "SCENARIO-RESULT $id fail reason=no-such-scenario-script"
 		return
 	fi
 	timeout "$scenario_timeout" sh "/scenarios/$name.sh" "$@" </dev/null
-	echo "PEERMEM-SCENARIO-END $id rc=$?"
+	rc=$?
+	read -r t1 _ </proc/uptime
+	# secs=: the scenario's guest seconds (results/scenario-timings.json)
+	echo "PEERMEM-SCENARIO-END $id rc=$rc secs=$(( ${t1%.*} - ${t0%.*} ))"
 }
 
 echo "PEERMEM-SUITE-START $suite"
+read -r t _ </proc/uptime
+echo "PEERMEM-TIMING init uptime=$t"
 if [ ! -r "$file" ]; then
 	echo "PEERMEM-NOTE no suite file $file"
 	finish

@@ -74,6 +74,13 @@ if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
 	echo "suite $name: TIMEOUT after ${timeout_s}s" >&2
 fi
 echo "suite $name: VM ran ${elapsed}s (qemu exit $rc)" >&2
-# Wall time of the suite, every boot attempt included (timings.json).
+# Wall time of the suite, every boot attempt included (timings.json), and
+# the host CPU seconds its QEMUs used (user+sys): a suite whose CPU time is
+# far below its wall time spends it in guest sleeps and timers.
 echo $(( $(date +%s) - suite_start )) >"$dir/seconds"
+times >"$dir/times.txt"
+awk 'NR == 2 {
+	n = 0
+	for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] }
+	printf "%d\n", n + 0.5 }' "$dir/times.txt" >"$dir/cpu-seconds"
 "$verdict" check --suite "$suite_file" --log "$log" --json "$dir/verdict.json" "${timed_out[@]}"
