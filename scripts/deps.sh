@@ -11,6 +11,8 @@ apt_packages=(
 	qemu-system-x86 busybox-static
 	flex bison bc libelf-dev libssl-dev cpio kmod make gcc libc6-dev
 	libibverbs-dev rdma-core pkg-config python3 xz-utils fonts-dejavu-core
+	# suite verbs (soft-RoCE in the VM): perftest, libibverbs tools, rxe provider, ip/rdma
+	perftest ibverbs-utils ibverbs-providers iproute2
 )
 if [ -f "$repo/packaging/deps.txt" ]; then
 	while IFS= read -r p; do

@@ -54,5 +54,9 @@ if [ -f tools/peermem-check/Cargo.toml ] && [ "${PEERMEM_VM_TOOL:-1}" = 1 ]; the
 	RUSTFLAGS="-C target-feature=+crt-static" cargo build -q --release \
 		--target x86_64-unknown-linux-gnu -p peermem-check >&2 ||
 		echo "build: warning: static peermem-check failed; the VM runs without it" >&2
+	# The real backend (libibverbs, libcuda at run time), dynamically
+	# linked: suite verbs runs it on soft-RoCE (mkinitramfs copies it to
+	# /opt/rdma/bin with its libraries).
+	cargo build -q --release -p peermem-check >&2
 fi
 echo "$kdir"

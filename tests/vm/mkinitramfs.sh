@@ -72,6 +72,32 @@ for bin in simtest peermem-check; do
 		cp "$p" "$stage/bin/$bin"
 	fi
 done
+# rdma-core's userspace for suite verbs (issue 14), from Debian's packages
+# (scripts/deps.sh installs them): iproute2's ip and rdma, libibverbs' tools,
+# perftest's ib_write_bw/ib_read_bw, the rxe provider, and the dynamically
+# linked peermem-check (the real verbs backend; the static /bin one has only
+# the simulated backend), at /opt/rdma/bin with every library they load.
+copy_libs() {
+	ldd "$1" 2>/dev/null | grep -o '/[^ ]*' | while read -r lib; do
+		[ -e "$stage$lib" ] && continue
+		mkdir -p "$stage$(dirname "$lib")"
+		cp -L "$lib" "$stage$lib"
+	done
+}
+rxe_provider=$(ls /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so 2>/dev/null | head -n 1)
+if [ -n "$rxe_provider" ] && [ -x /usr/bin/ib_write_bw ]; then
+	mkdir -p "$stage/opt/rdma/bin" "$stage/etc/libibverbs.d" "$stage$(dirname "$rxe_provider")"
+	for bin in /usr/bin/ip /usr/bin/rdma /usr/bin/ibv_devices /usr/bin/ibv_devinfo \
+		/usr/bin/ib_write_bw /usr/bin/ib_read_bw "$repo/target/release/peermem-check"; do
+		[ -x "$bin" ] || continue
+		cp "$bin" "$stage/opt/rdma/bin/"
+		copy_libs "$bin"
+	done
+	cp -L "$rxe_provider" "$stage$rxe_provider"
+	copy_libs "$rxe_provider"
+	cp /etc/libibverbs.d/rxe.driver "$stage/etc/libibverbs.d/"
+fi
+
 if [ -n "${PEERMEM_VM_EXTRA:-}" ] && [ -d "$PEERMEM_VM_EXTRA" ]; then
 	cp -r "$PEERMEM_VM_EXTRA"/. "$stage/extra/"
 fi

@@ -84,6 +84,27 @@ pub enum RegPath {
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Memory {
+    /// GPU memory from cuMemAlloc (what GPUDirect RDMA is about).
+    Gpu,
+    /// Page-aligned host memory instead: the same verbs flow with no GPU or
+    /// libcuda (proves the RDMA side alone, e.g. on soft-RoCE).
+    Host,
+}
+
+/// A deliberate mistake on the verbs side, to show each is caught with a
+/// named cause (the test bed's suite verbs runs them against rxe).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VerbsFault {
+    /// Post the RDMA WRITE with an lkey that was never registered.
+    BadLkey,
+    /// Register the target MR shorter than the RDMA length.
+    ShortMr,
+    /// Move the QP back to RESET before the first post.
+    QpReset,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SimEngine {
     /// CPU copy through the DMA translation.
     Cpu,
@@ -123,6 +144,12 @@ pub struct ValidateArgs {
     /// Registration path (real backend).
     #[arg(long, value_enum, default_value = "both")]
     pub path: RegPath,
+    /// The memory registered as the RDMA target (real backend).
+    #[arg(long, value_enum, default_value = "gpu")]
+    pub memory: Memory,
+    /// Plant a verbs-side mistake; validate must fail naming it (testing).
+    #[arg(long, value_enum, hide = true)]
+    pub fault: Option<VerbsFault>,
     /// DMA engine of the simulated HCA (sim backend).
     #[arg(long, value_enum, default_value = "cpu")]
     pub engine: SimEngine,
@@ -155,6 +182,9 @@ pub struct BenchArgs {
     pub port: u8,
     #[arg(long)]
     pub gid_index: Option<u8>,
+    /// The memory registered and written (real backend; host: no GPU).
+    #[arg(long, value_enum, default_value = "gpu")]
+    pub memory: Memory,
     #[arg(long, value_enum, default_value = "cpu")]
     pub engine: SimEngine,
     #[arg(long, default_value = "/dev/peermem_sim")]

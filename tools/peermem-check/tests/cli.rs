@@ -197,6 +197,8 @@ fn argument_errors_exit_2() {
         &["validate", "--size", "12Q"],
         &["validate", "--backend", "quantum"],
         &["validate", "--iterations", "0"],
+        &["validate", "--memory", "disk"],
+        &["validate", "--fault", "gremlin"],
         &["bench", "--sizes", "1M,x"],
         &["doctor", "--nope"],
         &["plot"],
@@ -205,6 +207,57 @@ fn argument_errors_exit_2() {
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(!o.stderr.is_empty());
     }
+}
+
+#[cfg(feature = "real")]
+#[test]
+fn validate_host_memory_refuses_the_dmabuf_path_before_any_device() {
+    let o = run(&[
+        "validate",
+        "--backend",
+        "real",
+        "--memory",
+        "host",
+        "--path",
+        "dmabuf",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let v = json_of(&o);
+    assert_eq!(v["verdict"], "fail");
+    assert_eq!(v["checks"][0]["id"], "memory");
+    assert_eq!(v["checks"][0]["verdict"], "pass");
+    let c = &v["checks"][1];
+    assert_eq!(c["id"], "dmabuf_path");
+    assert!(
+        c["detail"].as_str().unwrap().contains("needs GPU memory"),
+        "{c}"
+    );
+}
+
+#[cfg(feature = "real")]
+#[test]
+fn validate_host_memory_never_touches_cuda() {
+    // No GPU here: with --memory host the first failure is the verbs side
+    // (no device on a host without rdma), never CUDA.
+    let o = run(&[
+        "validate",
+        "--backend",
+        "real",
+        "--memory",
+        "host",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let v = json_of(&o);
+    let ids: Vec<&str> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert!(!ids.contains(&"cuda"), "{ids:?}");
+    assert_eq!(ids[0], "memory");
 }
 
 #[test]

@@ -10,12 +10,15 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::cuda::{self, Context, DeviceBuffer};
+use super::hostmem::HostBuffer;
+use super::target::Target;
 use super::validate::verbs_fail;
 use super::verbs::{self, Verbs};
 use crate::bench::{self, BenchResult, SizeResult, Stats};
 use crate::causes::Op;
 use crate::report::Check;
 use crate::sim::finish_bench;
+use crate::Memory;
 use crate::{Backend, BenchArgs, Outcome};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -34,22 +37,37 @@ pub fn run(a: &BenchArgs, json_mode: bool) -> Outcome {
         extra: json!({}),
         notes: Vec::new(),
     };
-    let ctx = match Context::new(a.gpu) {
-        Ok(c) => c,
-        Err(e) => {
-            o.checks
-                .push(super::validate::cuda_fail("cuda", "CUDA driver", &e));
-            return o;
-        }
+    // --memory host: no CUDA at all; the target is page-aligned host memory.
+    let ctx = match a.memory {
+        Memory::Host => None,
+        Memory::Gpu => match Context::new(a.gpu) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                o.checks
+                    .push(super::validate::cuda_fail("cuda", "CUDA driver", &e));
+                return o;
+            }
+        },
     };
-    let gpu = cuda::gpu_attrs(a.gpu).ok();
-    let gpu_name = gpu.as_ref().map_or("GPU".to_string(), |g| {
-        format!("{} [{}]", g.name, g.pci_bus_id)
-    });
+    let gpu_name = match &ctx {
+        Some(_) => cuda::gpu_attrs(a.gpu).ok().map_or("GPU".to_string(), |g| {
+            format!("{} [{}]", g.name, g.pci_bus_id)
+        }),
+        None => "host memory".to_string(),
+    };
+    let method = match &ctx {
+        Some(_) => "reg/dereg: wall time of ibv_reg_mr/ibv_dereg_mr on cuMemAlloc memory; direct: RDMA WRITE from a registered host buffer into the GPU MR (loopback RC QP, completion waited); bounce: RDMA WRITE into a registered host buffer, then cuMemcpyHtoD from it; copy: cuMemcpyHtoD from pageable host memory",
+        None => "--memory host: reg/dereg: wall time of ibv_reg_mr/ibv_dereg_mr on a page-aligned host target buffer; direct: RDMA WRITE from a registered host buffer into the target MR (loopback RC QP, completion waited); bounce: RDMA WRITE into a registered staging buffer, then memcpy into the target; copy: memcpy into the target",
+    };
+    let target_op = if ctx.is_some() {
+        Op::RegGpuMr
+    } else {
+        Op::RegHostMr
+    };
     let mut result = BenchResult {
         backend: "real".into(),
         platform: gpu_name.clone(),
-        method: "reg/dereg: wall time of ibv_reg_mr/ibv_dereg_mr on cuMemAlloc memory; direct: RDMA WRITE from a registered host buffer into the GPU MR (loopback RC QP, completion waited); bounce: RDMA WRITE into a registered host buffer, then cuMemcpyHtoD from it; copy: cuMemcpyHtoD from pageable host memory".into(),
+        method: method.into(),
         results: Vec::new(),
     };
     // The RDMA side, if there is one.
@@ -118,11 +136,19 @@ pub fn run(a: &BenchArgs, json_mode: bool) -> Outcome {
     pb.set_prefix("bench");
     for &size in &a.sizes {
         pb.set_message(bench::size_label(size));
-        let buf = match DeviceBuffer::new(&ctx, size as usize) {
+        let buf = match &ctx {
+            Some(ctx) => DeviceBuffer::new(ctx, size as usize)
+                .map(Target::Gpu)
+                .map_err(|e| e.to_string()),
+            None => HostBuffer::new(size as usize)
+                .map(Target::Host)
+                .map_err(|e| e.to_string()),
+        };
+        let buf = match buf {
             Ok(b) => b,
             Err(e) => {
                 o.checks
-                    .push(Check::fail("gpu_alloc", "GPU allocation", e.to_string()));
+                    .push(Check::fail("gpu_alloc", "Target allocation", e));
                 break;
             }
         };
@@ -149,7 +175,7 @@ pub fn run(a: &BenchArgs, json_mode: bool) -> Outcome {
             let mut dereg = Vec::new();
             let mut failed = None;
             for _ in 0..a.iterations {
-                let (m, t) = elapsed(|| pd.reg_mr(buf.ptr(), size as usize, Op::RegGpuMr));
+                let (m, t) = elapsed(|| pd.reg_mr(buf.ptr(), size as usize, target_op));
                 match m {
                     Ok(m) => {
                         reg.push(t);
@@ -171,10 +197,10 @@ pub fn run(a: &BenchArgs, json_mode: bool) -> Outcome {
             r.dereg_ns = Stats::of_durations(&dereg);
             if let Some(e) = failed {
                 o.checks
-                    .push(verbs_fail("reg", "ibv_reg_mr on GPU memory", &e));
+                    .push(verbs_fail("reg", "ibv_reg_mr on the target memory", &e));
             } else {
                 let bw = (|| -> Result<(Vec<f64>, Vec<f64>), verbs::VerbsError> {
-                    let gmr = pd.reg_mr(buf.ptr(), size as usize, Op::RegGpuMr)?;
+                    let gmr = pd.reg_mr(buf.ptr(), size as usize, target_op)?;
                     let src = host.clone();
                     let mut bounce = vec![0u8; size as usize];
                     let smr = pd.reg_mr(src.as_ptr() as u64, src.len(), Op::RegHostMr)?;

@@ -4,5 +4,7 @@
 
 pub mod bench;
 pub mod cuda;
+pub mod hostmem;
+pub mod target;
 pub mod validate;
 pub mod verbs;

@@ -14,11 +14,13 @@ use serde_json::json;
 use peermem_sim::pattern::{compare, Pattern};
 
 use super::cuda::{self, Context, CudaError, DeviceBuffer};
+use super::hostmem::HostBuffer;
+use super::target::Target;
 use super::verbs::{self, Device, IbvGid, Loopback, Pd, Qp, Verbs, VerbsError};
 use crate::causes::{explain, Op};
 use crate::gpuinfo::{ordering_name, GpuAttrs, WRITES_ORDERING_OWNER};
 use crate::report::Check;
-use crate::{Backend, Outcome, RegPath, ValidateArgs};
+use crate::{Backend, Memory, Outcome, RegPath, ValidateArgs, VerbsFault};
 
 const GPU_PAGE: u64 = 64 << 10;
 const SENTINEL: u8 = 0xa5;
@@ -219,12 +221,18 @@ fn loopback(
     Ok((l, how))
 }
 
-struct Ctx<'a, 'v> {
+/// The GPU side of a run; `None` with `--memory host`.
+struct Gpu<'a> {
     cuda: &'a Context,
+    attrs: &'a GpuAttrs,
+}
+
+struct Ctx<'a, 'v> {
+    gpu: Option<Gpu<'a>>,
     pd: &'a Pd<'v>,
     qp: &'a Qp<'v>,
-    gpu: &'a GpuAttrs,
     max_wr: u64,
+    fault: Option<VerbsFault>,
 }
 
 /// Moves `len` bytes in chunks of at most the port's message size.
@@ -264,7 +272,17 @@ fn run_one(
     };
     let mut out = json!({"path": path_name, "size": size, "offset": offset});
     let alloc = round_up(offset + size, GPU_PAGE) as usize;
-    let buf = match DeviceBuffer::new(c.cuda, alloc) {
+    let buf = match &c.gpu {
+        Some(g) => DeviceBuffer::new(g.cuda, alloc).map(Target::Gpu),
+        None => match HostBuffer::new(alloc) {
+            Ok(b) => Ok(Target::Host(b)),
+            Err(e) => {
+                let chk = Check::fail("host_alloc", "Host target buffer (mmap)", e.to_string());
+                return (out, Some(chk));
+            }
+        },
+    };
+    let buf = match buf {
         Ok(b) => b,
         Err(e) => return (out, Some(cuda_fail("gpu_alloc", "GPU allocation", &e))),
     };
@@ -273,25 +291,34 @@ fn run_one(
     }
     let gaddr = buf.ptr() + offset;
     // Keep the dma-buf open while its MR lives.
-    let dmabuf = if path == RegPath::Dmabuf {
-        match buf.export_dmabuf(0, alloc) {
+    let dmabuf = match (&buf, path) {
+        (Target::Gpu(b), RegPath::Dmabuf) => match b.export_dmabuf(0, alloc) {
             Ok(d) => Some(d),
             Err(e) => return (out, Some(cuda_fail("dmabuf_export", "dma-buf export", &e))),
-        }
+        },
+        _ => None,
+    };
+    // --fault short-mr: the MR covers half of what is then written.
+    let mr_len = if c.fault == Some(VerbsFault::ShortMr) {
+        (size as usize / 2).max(1)
     } else {
-        None
+        size as usize
+    };
+    let target_op = match buf {
+        Target::Gpu(_) => Op::RegGpuMr,
+        Target::Host(_) => Op::RegHostMr,
     };
     let gmr = match &dmabuf {
-        Some(d) => c.pd.reg_dmabuf_mr(offset, size as usize, gaddr, d.fd()),
-        None => c.pd.reg_mr(gaddr, size as usize, Op::RegGpuMr),
+        Some(d) => c.pd.reg_dmabuf_mr(offset, mr_len, gaddr, d.fd()),
+        None => c.pd.reg_mr(gaddr, mr_len, target_op),
     };
     let gmr = match gmr {
         Ok(m) => m,
         Err(e) => {
-            let title = if dmabuf.is_some() {
-                "ibv_reg_dmabuf_mr on GPU memory"
-            } else {
-                "ibv_reg_mr on GPU memory (peer-memory client)"
+            let title = match (&dmabuf, &buf) {
+                (Some(_), _) => "ibv_reg_dmabuf_mr on GPU memory",
+                (None, Target::Gpu(_)) => "ibv_reg_mr on GPU memory (peer-memory client)",
+                (None, Target::Host(_)) => "ibv_reg_mr on the host target buffer",
             };
             return (out, Some(verbs_fail("gpu_mr", title, &e)));
         }
@@ -323,6 +350,27 @@ fn run_one(
         }
     };
     let mut flushed = false;
+    // --fault bad-lkey: an lkey no MR of ours has (the key byte flipped).
+    let src_lkey = if c.fault == Some(VerbsFault::BadLkey) {
+        smr.lkey() ^ 0xff
+    } else {
+        smr.lkey()
+    };
+    if c.fault == Some(VerbsFault::QpReset) {
+        if let Err(e) = c.qp.reset() {
+            return (
+                out,
+                Some(verbs_fail("rdma_write", "QP to RESET (--fault)", &e)),
+            );
+        }
+    }
+    let (write_title, read_title) = match buf {
+        Target::Gpu(_) => ("RDMA WRITE host -> GPU", "RDMA READ GPU -> host"),
+        Target::Host(_) => (
+            "RDMA WRITE host -> host target",
+            "RDMA READ host target -> host",
+        ),
+    };
     for it in 0..iterations {
         let s = seed.wrapping_add(it);
         Pattern::Seeded(s).fill(0, &mut src);
@@ -331,15 +379,12 @@ fn run_one(
             c,
             verbs::IBV_WR_RDMA_WRITE,
             src.as_ptr() as u64,
-            smr.lkey(),
+            src_lkey,
             gaddr,
             gmr.rkey(),
             size,
         ) {
-            return (
-                out,
-                Some(verbs_fail("rdma_write", "RDMA WRITE host -> GPU", &e)),
-            );
+            return (out, Some(verbs_fail("rdma_write", write_title, &e)));
         }
         if let Err(e) = rdma_all(
             c,
@@ -350,32 +395,31 @@ fn run_one(
             gmr.rkey(),
             size,
         ) {
-            return (
-                out,
-                Some(verbs_fail("rdma_read", "RDMA READ GPU -> host", &e)),
-            );
+            return (out, Some(verbs_fail("rdma_read", read_title, &e)));
         }
         let read_cmp = compare(&src, &dst, KEEP);
-        // Make completed RDMA writes visible to the GPU's own reads.
-        if c.gpu
-            .rdma_writes_ordering
-            .is_none_or(|o| o < WRITES_ORDERING_OWNER)
-        {
-            match c.cuda.flush_rdma_writes() {
-                Ok(f) => flushed |= f,
-                Err(e) => {
-                    return (
-                        out,
-                        Some(cuda_fail("flush", "cuFlushGPUDirectRDMAWrites", &e)),
-                    )
+        if let Some(g) = &c.gpu {
+            // Make completed RDMA writes visible to the GPU's own reads.
+            if g.attrs
+                .rdma_writes_ordering
+                .is_none_or(|o| o < WRITES_ORDERING_OWNER)
+            {
+                match g.cuda.flush_rdma_writes() {
+                    Ok(f) => flushed |= f,
+                    Err(e) => {
+                        return (
+                            out,
+                            Some(cuda_fail("flush", "cuFlushGPUDirectRDMAWrites", &e)),
+                        )
+                    }
                 }
             }
-        }
-        if let Err(e) = c.cuda.synchronize() {
-            return (out, Some(cuda_fail("gpu_copy", "cuCtxSynchronize", &e)));
+            if let Err(e) = g.cuda.synchronize() {
+                return (out, Some(cuda_fail("gpu_copy", "cuCtxSynchronize", &e)));
+            }
         }
         let mut whole = vec![0u8; alloc];
-        if let Err(e) = buf.read(0, &mut whole) {
+        if let Err(e) = buf.read_all(&mut whole) {
             return (out, Some(cuda_fail("gpu_copy", "cuMemcpyDtoH", &e)));
         }
         let mut expect = vec![SENTINEL; alloc];
@@ -428,6 +472,40 @@ fn run_one(
     (out, None)
 }
 
+/// CUDA and the GPU half: the context and the GPU's attributes, or `None`
+/// after pushing the failed check.
+fn cuda_half(a: &ValidateArgs, checks: &mut Vec<Check>) -> Option<(Context, GpuAttrs)> {
+    let ctx = match Context::new(a.gpu) {
+        Ok(c) => c,
+        Err(e) => {
+            checks.push(cuda_fail("cuda", "CUDA driver", &e));
+            return None;
+        }
+    };
+    let g = match cuda::gpu_attrs(a.gpu) {
+        Ok(g) => g,
+        Err(e) => {
+            checks.push(cuda_fail("cuda", "CUDA driver", &e));
+            return None;
+        }
+    };
+    let line = gpu_line(&g, cuda::driver_version().ok());
+    if g.gpudirect_rdma_supported == Some(false) {
+        checks.push(
+            Check::fail("cuda", "CUDA driver", line)
+                .fix("this GPU cannot do GPUDirect RDMA (consumer or unsupported GPU)"),
+        );
+        return None;
+    }
+    checks.push(
+        Check::pass("cuda", "CUDA driver", line).data(serde_json::to_value(&g).unwrap_or_default()),
+    );
+    if !gpu_half(&ctx, a, &g, checks) {
+        return None;
+    }
+    Some((ctx, g))
+}
+
 pub fn run(a: &ValidateArgs) -> Outcome {
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
@@ -449,36 +527,31 @@ pub fn run(a: &ValidateArgs) -> Outcome {
         );
         return o;
     }
-    // 1. CUDA.
-    let ctx = match Context::new(a.gpu) {
-        Ok(c) => c,
-        Err(e) => {
-            o.checks.push(cuda_fail("cuda", "CUDA driver", &e));
+    // 1-2. CUDA and the GPU half (not with --memory host).
+    let cuda_side = if a.memory == Memory::Gpu {
+        match cuda_half(a, &mut o.checks) {
+            Some(x) => Some(x),
+            None => return o,
+        }
+    } else {
+        o.checks.push(Check::pass(
+            "memory",
+            "Target memory",
+            "page-aligned host memory (--memory host): the verbs flow alone, no GPU or libcuda",
+        ));
+        if a.path == RegPath::Dmabuf {
+            o.checks.push(
+                Check::fail(
+                    "dmabuf_path",
+                    "dma-buf path (ibv_reg_dmabuf_mr)",
+                    "the dma-buf path needs GPU memory to export; --memory host has none",
+                )
+                .fix("use --path peermem with --memory host, or --memory gpu"),
+            );
             return o;
         }
+        None
     };
-    let g = match cuda::gpu_attrs(a.gpu) {
-        Ok(g) => g,
-        Err(e) => {
-            o.checks.push(cuda_fail("cuda", "CUDA driver", &e));
-            return o;
-        }
-    };
-    let line = gpu_line(&g, cuda::driver_version().ok());
-    if g.gpudirect_rdma_supported == Some(false) {
-        o.checks.push(
-            Check::fail("cuda", "CUDA driver", line)
-                .fix("this GPU cannot do GPUDirect RDMA (consumer or unsupported GPU)"),
-        );
-        return o;
-    }
-    o.checks.push(
-        Check::pass("cuda", "CUDA driver", line).data(serde_json::to_value(&g).unwrap_or_default()),
-    );
-    // 2. The GPU half.
-    if !gpu_half(&ctx, a, &g, &mut o.checks) {
-        return o;
-    }
     // 3. Verbs.
     let v = match Verbs::load() {
         Ok(v) => v,
@@ -549,23 +622,24 @@ pub fn run(a: &ValidateArgs) -> Outcome {
         format!("QP {} connected to itself on {how}", qp.qp_num()),
     ));
     // 4. The transfers.
+    let dmabuf_ok = cuda_side
+        .as_ref()
+        .is_some_and(|(_, g)| g.dma_buf_supported != Some(false) && v.has_dmabuf());
     let paths: Vec<RegPath> = match a.path {
         RegPath::Peermem => vec![RegPath::Peermem],
         RegPath::Dmabuf => vec![RegPath::Dmabuf],
-        RegPath::Both => {
-            let mut p = vec![RegPath::Peermem];
-            if g.dma_buf_supported != Some(false) && v.has_dmabuf() {
-                p.push(RegPath::Dmabuf);
-            }
-            p
-        }
+        RegPath::Both if dmabuf_ok => vec![RegPath::Peermem, RegPath::Dmabuf],
+        RegPath::Both => vec![RegPath::Peermem],
     };
     let c = Ctx {
-        cuda: &ctx,
+        gpu: cuda_side.as_ref().map(|(ctx, g)| Gpu {
+            cuda: ctx,
+            attrs: g,
+        }),
         pd: &pd,
         qp: &qp,
-        gpu: &g,
         max_wr,
+        fault: a.fault,
     };
     let mut runs = Vec::new();
     for &path in &paths {
@@ -592,16 +666,25 @@ pub fn run(a: &ValidateArgs) -> Outcome {
             }
         }
         if !failed {
-            let name = if path == RegPath::Dmabuf {
-                "dma-buf path (ibv_reg_dmabuf_mr)"
+            let name = match (path, a.memory) {
+                (RegPath::Dmabuf, _) => "dma-buf path (ibv_reg_dmabuf_mr)",
+                (_, Memory::Host) => "host-memory path (ibv_reg_mr)",
+                _ => "peer-memory path (ibv_reg_mr)",
+            };
+            let landed = if a.memory == Memory::Host {
+                "RDMA WRITE landed in the host target buffer, RDMA READ matched, sentinel intact"
             } else {
-                "peer-memory path (ibv_reg_mr)"
+                "RDMA WRITE landed in GPU memory, RDMA READ and cuMemcpyDtoH matched, sentinel intact"
             };
             o.checks.push(Check::pass(
-                if path == RegPath::Dmabuf { "dmabuf_path" } else { "peermem_path" },
+                if path == RegPath::Dmabuf {
+                    "dmabuf_path"
+                } else {
+                    "peermem_path"
+                },
                 name,
                 format!(
-                    "{ok} size/offset combination(s) x {} iteration(s): RDMA WRITE landed in GPU memory, RDMA READ and cuMemcpyDtoH matched, sentinel intact",
+                    "{ok} size/offset combination(s) x {} iteration(s): {landed}",
                     a.iterations
                 ),
             ));

@@ -248,6 +248,7 @@ pub const IBV_ACCESS_LOCAL_WRITE: c_int = 1;
 pub const IBV_ACCESS_REMOTE_WRITE: c_int = 2;
 pub const IBV_ACCESS_REMOTE_READ: c_int = 4;
 pub const IBV_QPT_RC: u32 = 2;
+pub const IBV_QPS_RESET: u32 = 0;
 pub const IBV_QPS_INIT: u32 = 1;
 pub const IBV_QPS_RTR: u32 = 2;
 pub const IBV_QPS_RTS: u32 = 3;
@@ -770,6 +771,16 @@ impl<'p> Qp<'p> {
         Ok(())
     }
 
+    /// Back to RESET (validate --fault qp-reset: a post must then fail
+    /// with a named cause, not hang).
+    pub fn reset(&self) -> Result<()> {
+        let mut a = IbvQpAttr {
+            qp_state: IBV_QPS_RESET,
+            ..Default::default()
+        };
+        self.modify(&mut a, IBV_QP_STATE, "to RESET")
+    }
+
     /// RESET -> INIT -> RTR -> RTS, connected to itself.
     pub fn connect_loopback(&self, l: &Loopback) -> Result<()> {
         let mut a = IbvQpAttr {
@@ -992,7 +1003,7 @@ int main(void)
 	O(ibv_send_wr, wr.rdma.remote_addr) O(ibv_send_wr, wr.rdma.rkey)
 	O(ibv_wc, status) O(ibv_wc, vendor_err) O(ibv_wc, qp_num)
 	V(IBV_ACCESS_LOCAL_WRITE) V(IBV_ACCESS_REMOTE_WRITE) V(IBV_ACCESS_REMOTE_READ)
-	V(IBV_QPT_RC) V(IBV_QPS_INIT) V(IBV_QPS_RTR) V(IBV_QPS_RTS)
+	V(IBV_QPT_RC) V(IBV_QPS_RESET) V(IBV_QPS_INIT) V(IBV_QPS_RTR) V(IBV_QPS_RTS)
 	V(IBV_QP_STATE) V(IBV_QP_ACCESS_FLAGS) V(IBV_QP_PKEY_INDEX) V(IBV_QP_PORT)
 	V(IBV_QP_AV) V(IBV_QP_PATH_MTU) V(IBV_QP_TIMEOUT) V(IBV_QP_RETRY_CNT)
 	V(IBV_QP_RNR_RETRY) V(IBV_QP_RQ_PSN) V(IBV_QP_MAX_QP_RD_ATOMIC)
@@ -1180,6 +1191,7 @@ int main(void)
             ("IBV_ACCESS_REMOTE_WRITE", IBV_ACCESS_REMOTE_WRITE as i64),
             ("IBV_ACCESS_REMOTE_READ", IBV_ACCESS_REMOTE_READ as i64),
             ("IBV_QPT_RC", IBV_QPT_RC as i64),
+            ("IBV_QPS_RESET", IBV_QPS_RESET as i64),
             ("IBV_QPS_INIT", IBV_QPS_INIT as i64),
             ("IBV_QPS_RTR", IBV_QPS_RTR as i64),
             ("IBV_QPS_RTS", IBV_QPS_RTS as i64),
