@@ -30,6 +30,7 @@ step() {
 	step "$B" validate --path dmabuf --size 2M --seed 42
 	step "$B" bench --sizes 64K,1M,16M,64M --iterations 20 --out "$OUT"
 	step "$B" validate --backend sim
+	step "$B" validate --memory host --size 1M --seed 42
 	# A software RDMA device (soft-RoCE), if this kernel and container allow
 	# it: the verbs half then runs for real.
 	if [ -n "${TRY_RXE:-}" ]; then
