@@ -30,8 +30,48 @@ initramfs="$results/initramfs.cpio.gz"
 tests/vm/mkinitramfs.sh "$initramfs" "$kdir" || exit 2
 
 start=$(date +%s)
+# Boots run PEERMEM_VM_JOBS at a time (default: cores + 1, as make test),
+# the longest suites first (their timeouts order them); each boot has its
+# own results folder, so runs of one suite never share files.
+jobs=${PEERMEM_VM_JOBS:-}
+if [ -z "$jobs" ]; then
+	jobs=1
+	[ "$(nproc)" -ge 2 ] && jobs=$(($(nproc) + 1))
+fi
+verdict="$repo/target/release/vm-verdict"
+mapfile -t ordered < <(for f in "${files[@]}"; do
+	echo "$("$verdict" suite-field --suite "$f" timeout 2>/dev/null || echo 600) $f"
+done | sort -rn | cut -d' ' -f2-)
+declare -A running=()
+# reap: waits for one boot to end and says how it went.
+reap() {
+	local pid st
+	wait -n -p pid
+	st=$?
+	[ -n "${pid:-}" ] || return 0
+	echo "$st" >"${running[$pid]}/rc"
+	echo "soak: ${running[$pid]#"$results"/} $([ "$st" = 0 ] && echo ok || echo FAILED)" >&2
+	unset "running[$pid]"
+}
+for i in $(seq 1 "$n"); do
+	for f in "${ordered[@]}"; do
+		while [ "${#running[@]}" -ge "$jobs" ]; do reap; done
+		dir="$results/$(basename "$f" .suite)/run-$i"
+		mkdir -p "$dir"
+		(
+			t0=$(date +%s)
+			tests/vm/run-suite.sh "$f" "$initramfs" "$kdir" "$dir" >"$dir/run.out" 2>&1
+			rc=$?
+			echo $(($(date +%s) - t0)) >"$dir/seconds"
+			exit $rc
+		) &
+		running[$!]=$dir
+	done
+done
+while [ "${#running[@]}" -gt 0 ]; do reap; done
+
 json="$results/soak.json"
-echo '{"runs_per_suite": '"$n"', "suites": [' >"$json"
+echo '{"runs_per_suite": '"$n"', "jobs": '"$jobs"', "suites": [' >"$json"
 first=1
 total_fail=0
 printf '%-30s %5s %9s  %s\n' suite runs failures "failed runs (seeds, log)" >"$results/table.txt"
@@ -42,20 +82,15 @@ for f in "${files[@]}"; do
 	secs=0
 	for i in $(seq 1 "$n"); do
 		dir="$results/$name/run-$i"
-		mkdir -p "$dir"
-		t0=$(date +%s)
-		tests/vm/run-suite.sh "$f" "$initramfs" "$kdir" "$dir" >"$dir/run.out" 2>&1
-		rc=$?
-		secs=$((secs + $(date +%s) - t0))
+		secs=$((secs + $(cat "$dir/seconds" 2>/dev/null || echo 0)))
 		log="$dir/$name/console.log"
 		seeds=$(grep -o 'seed=[0-9]*' "$log" 2>/dev/null | sort -u | tr '\n' ' ')
-		if [ "$rc" != 0 ]; then
+		if [ "$(cat "$dir/rc" 2>/dev/null)" != 0 ]; then
 			fails=$((fails + 1))
 			failed+=("run $i: ${seeds:-no seed printed}log $log")
 			echo "soak: $name run $i/$n FAILED (${seeds:-no seed}) log: $log" >&2
 			grep -E '^\s+(FAIL|log line)' "$dir/run.out" | head -n 5 >&2
 		else
-			echo "soak: $name run $i/$n ok" >&2
 			rm -f "$log"	# keep only the logs of failed runs
 		fi
 	done
@@ -66,7 +101,7 @@ for f in "${files[@]}"; do
 	python3 - "$name" "$n" "$fails" "$secs" "${failed[@]}" >>"$json" <<'EOP'
 import json, sys
 name, runs, fails, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-print(json.dumps({"suite": name, "runs": runs, "failures": fails, "seconds": secs,
+print(json.dumps({"suite": name, "runs": runs, "failures": fails, "boot_seconds": secs,
                   "failed_runs": sys.argv[5:]}), end="")
 EOP
 done
