@@ -330,6 +330,33 @@ fn bench_sim_without_device_is_a_clean_failure() {
     assert_eq!(json_of(&o)["command"], "bench");
 }
 
+/// The real backend's verbs types come from rdma-sys, whose build script
+/// asks the linker for libibverbs; the tool resolves the functions itself
+/// at run time, so the binary must not list the library as NEEDED: `doctor`
+/// has to start on a node without rdma-core.
+#[cfg(feature = "real")]
+#[test]
+fn binary_starts_without_libibverbs() {
+    let exe = env!("CARGO_BIN_EXE_peermem-check");
+    let o = match Command::new("readelf").args(["-d", exe]).output() {
+        Ok(o) if o.status.success() => o,
+        _ => {
+            eprintln!("SKIP: no readelf (binutils)");
+            return;
+        }
+    };
+    let dynamic = String::from_utf8_lossy(&o.stdout);
+    let needed: Vec<&str> = dynamic.lines().filter(|l| l.contains("(NEEDED)")).collect();
+    assert!(!needed.is_empty(), "no dynamic section read:\n{dynamic}");
+    for lib in ["libibverbs", "librdmacm", "libcuda"] {
+        assert!(
+            !needed.iter().any(|l| l.contains(lib)),
+            "the binary needs {lib} at load time:\n{}",
+            needed.join("\n")
+        );
+    }
+}
+
 #[test]
 fn validate_real_without_gpu_or_nic_explains_why() {
     // On a build host: no libcuda (or, on a GPU node without a NIC, no RDMA

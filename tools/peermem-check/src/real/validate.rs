@@ -16,7 +16,7 @@ use peermem_sim::pattern::{compare, Pattern};
 use super::cuda::{self, Context, CudaError, DeviceBuffer};
 use super::hostmem::HostBuffer;
 use super::target::Target;
-use super::verbs::{self, Device, IbvGid, Loopback, Pd, Qp, Verbs, VerbsError};
+use super::verbs::{self, Device, Direction, Gid, Loopback, Pd, Qp, Verbs, VerbsError};
 use crate::causes::{explain, Op};
 use crate::gpuinfo::{ordering_name, GpuAttrs, WRITES_ORDERING_OWNER};
 use crate::report::Check;
@@ -165,7 +165,7 @@ fn loopback(
     gid_index: Option<u8>,
 ) -> Result<(Loopback, String), VerbsError> {
     let p = dev.query_port(port)?;
-    if p.state != verbs::IBV_PORT_ACTIVE {
+    if !p.is_active() {
         return Err(VerbsError {
             op: Op::ModifyQp,
             call: "ibv_query_port",
@@ -183,20 +183,19 @@ fn loopback(
         "{} port {port} lid {} mtu enum {}",
         dev.name, p.lid, p.active_mtu
     );
-    if p.link_layer == verbs::IBV_LINK_LAYER_ETHERNET {
+    if p.is_ethernet() {
         let pick = match gid_index {
             Some(i) => Some((dev.query_gid(port, i32::from(i))?, i)),
             None => {
-                let mut best: Option<(IbvGid, u8)> = None;
+                let mut best: Option<(Gid, u8)> = None;
                 for i in 0..p.gid_tbl_len.clamp(0, 256) {
                     let Ok(g) = dev.query_gid(port, i) else {
                         continue;
                     };
-                    if g.raw == [0; 16] {
+                    if g.is_zero() {
                         continue;
                     }
-                    let v4_mapped =
-                        g.raw[..10] == [0; 10] && g.raw[10] == 0xff && g.raw[11] == 0xff;
+                    let v4_mapped = g.is_ipv4_mapped();
                     if best.is_none() || v4_mapped {
                         best = Some((g, i as u8));
                         if v4_mapped {
@@ -238,7 +237,7 @@ struct Ctx<'a, 'v> {
 /// Moves `len` bytes in chunks of at most the port's message size.
 fn rdma_all(
     c: &Ctx,
-    opcode: u32,
+    direction: Direction,
     laddr: u64,
     lkey: u32,
     raddr: u64,
@@ -246,7 +245,7 @@ fn rdma_all(
     len: u64,
 ) -> Result<(), VerbsError> {
     let op = verbs::RdmaOp {
-        opcode,
+        direction,
         laddr,
         lkey,
         raddr,
@@ -377,7 +376,7 @@ fn run_one(
         dst.fill(0);
         if let Err(e) = rdma_all(
             c,
-            verbs::IBV_WR_RDMA_WRITE,
+            Direction::Write,
             src.as_ptr() as u64,
             src_lkey,
             gaddr,
@@ -388,7 +387,7 @@ fn run_one(
         }
         if let Err(e) = rdma_all(
             c,
-            verbs::IBV_WR_RDMA_READ,
+            Direction::Read,
             dst.as_ptr() as u64,
             dmr.lkey(),
             gaddr,
