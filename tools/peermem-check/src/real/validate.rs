@@ -16,7 +16,9 @@ use peermem_sim::pattern::{compare, Pattern};
 use super::cuda::{self, Context, CudaError, DeviceBuffer};
 use super::hostmem::HostBuffer;
 use super::target::Target;
-use super::verbs::{self, Device, Direction, Gid, Loopback, Pd, Qp, Verbs, VerbsError};
+use super::verbs::{
+    self, Device, Direction, DmabufSupport, Gid, Loopback, Pd, Qp, Verbs, VerbsError,
+};
 use crate::causes::{explain, Op};
 use crate::gpuinfo::{ordering_name, GpuAttrs, WRITES_ORDERING_OWNER};
 use crate::report::Check;
@@ -218,6 +220,44 @@ fn loopback(
         how.push_str(&format!(", RoCE GID index {i}"));
     }
     Ok((l, how))
+}
+
+const DMABUF_TITLE: &str = "dma-buf path (ibv_reg_dmabuf_mr)";
+const DMABUF_GAP_FIX: &str = "the peer-memory path (--path peermem) is validated without it; dma-buf needs GPU memory (--memory gpu), the open NVIDIA kernel modules, rdma-core 34+ and a NIC driver that registers dma-bufs (mlx5 on kernel 5.12+)";
+
+/// Why the dma-buf path cannot run on this node, or `None` when it can:
+/// no GPU memory (`--memory host`), a GPU without dma-buf export, a
+/// libibverbs without ibv_reg_dmabuf_mr, or a device that refuses it.
+/// `device` is what the device said to a probe registration.
+fn dmabuf_gap(
+    memory: Memory,
+    gpu: Option<&GpuAttrs>,
+    device: DmabufSupport,
+    dev: &str,
+) -> Option<String> {
+    let device = match device {
+        DmabufSupport::Offered => None,
+        DmabufSupport::NotInLibrary => {
+            Some("libibverbs has no ibv_reg_dmabuf_mr (older than rdma-core 34)".to_string())
+        }
+        DmabufSupport::NotByDevice { errno } => Some(format!(
+            "not supported by this device: {dev} refuses ibv_reg_dmabuf_mr with {} ({})",
+            peermem_sim::errno::name(errno),
+            peermem_sim::errno::describe(errno)
+        )),
+    };
+    if memory == Memory::Host {
+        return Some(format!(
+            "skipped: --memory host has no GPU memory to export as a dma-buf; {}",
+            device.unwrap_or_else(|| format!("{dev} offers ibv_reg_dmabuf_mr"))
+        ));
+    }
+    if gpu.is_some_and(|g| g.dma_buf_supported == Some(false)) {
+        return Some(
+            "the GPU reports CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED = 0 (no dma-buf export)".into(),
+        );
+    }
+    device
 }
 
 /// The GPU side of a run; `None` with `--memory host`.
@@ -620,15 +660,38 @@ pub fn run(a: &ValidateArgs) -> Outcome {
         "Loopback RC queue pair",
         format!("QP {} connected to itself on {how}", qp.qp_num()),
     ));
-    // 4. The transfers.
-    let dmabuf_ok = cuda_side
-        .as_ref()
-        .is_some_and(|(_, g)| g.dma_buf_supported != Some(false) && v.has_dmabuf());
-    let paths: Vec<RegPath> = match a.path {
-        RegPath::Peermem => vec![RegPath::Peermem],
-        RegPath::Dmabuf => vec![RegPath::Dmabuf],
-        RegPath::Both if dmabuf_ok => vec![RegPath::Peermem, RegPath::Dmabuf],
-        RegPath::Both => vec![RegPath::Peermem],
+    // 4. The registration paths that can run here. A dma-buf path that
+    // cannot is skipped with its reason, or fails when it was asked for.
+    let gap = if a.path == RegPath::Peermem {
+        None
+    } else {
+        dmabuf_gap(
+            a.memory,
+            cuda_side.as_ref().map(|(_, g)| g),
+            pd.dmabuf_support(),
+            &dev.name,
+        )
+    };
+    let paths: Vec<RegPath> = match (a.path, &gap) {
+        (RegPath::Peermem, _) => vec![RegPath::Peermem],
+        (RegPath::Dmabuf, None) => vec![RegPath::Dmabuf],
+        (RegPath::Dmabuf, Some(why)) => {
+            o.checks.push(
+                Check::fail("dmabuf_path", DMABUF_TITLE, why.clone())
+                    .fix(DMABUF_GAP_FIX)
+                    .data(json!({"path": "dmabuf", "supported": false})),
+            );
+            return o;
+        }
+        (RegPath::Both, None) => vec![RegPath::Peermem, RegPath::Dmabuf],
+        (RegPath::Both, Some(why)) => {
+            o.checks.push(
+                Check::skip("dmabuf_path", DMABUF_TITLE, why.clone())
+                    .fix(DMABUF_GAP_FIX)
+                    .data(json!({"path": "dmabuf", "supported": false})),
+            );
+            vec![RegPath::Peermem]
+        }
     };
     let c = Ctx {
         gpu: cuda_side.as_ref().map(|(ctx, g)| Gpu {
@@ -691,4 +754,81 @@ pub fn run(a: &ValidateArgs) -> Outcome {
     }
     o.extra = json!({"seed": seed, "runs": runs});
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(dma_buf: Option<bool>) -> GpuAttrs {
+        GpuAttrs {
+            dma_buf_supported: dma_buf,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn dmabuf_runs_where_everything_offers_it() {
+        let g = gpu(Some(true));
+        assert_eq!(
+            dmabuf_gap(Memory::Gpu, Some(&g), DmabufSupport::Offered, "mlx5_0"),
+            None
+        );
+        // An unknown GPU attribute is tried, not skipped.
+        let g = gpu(None);
+        assert_eq!(
+            dmabuf_gap(Memory::Gpu, Some(&g), DmabufSupport::Offered, "mlx5_0"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_device_without_dmabuf_is_named_as_such() {
+        let g = gpu(Some(true));
+        let why = dmabuf_gap(
+            Memory::Gpu,
+            Some(&g),
+            DmabufSupport::NotByDevice {
+                errno: libc::EOPNOTSUPP,
+            },
+            "rxe0",
+        )
+        .unwrap();
+        assert!(why.contains("not supported by this device"), "{why}");
+        assert!(why.contains("rxe0") && why.contains("EOPNOTSUPP"), "{why}");
+        let why = dmabuf_gap(Memory::Gpu, Some(&g), DmabufSupport::NotInLibrary, "x").unwrap();
+        assert!(why.contains("rdma-core 34"), "{why}");
+    }
+
+    #[test]
+    fn host_memory_skips_dmabuf_and_still_reports_the_device() {
+        let why = dmabuf_gap(
+            Memory::Host,
+            None,
+            DmabufSupport::NotByDevice {
+                errno: libc::EOPNOTSUPP,
+            },
+            "rxe0",
+        )
+        .unwrap();
+        assert!(why.starts_with("skipped: --memory host"), "{why}");
+        assert!(why.contains("not supported by this device"), "{why}");
+        let why = dmabuf_gap(Memory::Host, None, DmabufSupport::Offered, "mlx5_0").unwrap();
+        assert!(why.contains("mlx5_0 offers ibv_reg_dmabuf_mr"), "{why}");
+    }
+
+    #[test]
+    fn a_gpu_without_dmabuf_export_is_the_reason_before_the_device() {
+        let g = gpu(Some(false));
+        let why = dmabuf_gap(
+            Memory::Gpu,
+            Some(&g),
+            DmabufSupport::NotByDevice {
+                errno: libc::EOPNOTSUPP,
+            },
+            "rxe0",
+        )
+        .unwrap();
+        assert!(why.contains("DMA_BUF_SUPPORTED = 0"), "{why}");
+    }
 }

@@ -445,6 +445,26 @@ pub struct Pd<'d> {
     pd: *mut ibv_pd,
 }
 
+/// Whether a device takes dma-buf registrations (`ibv_reg_dmabuf_mr`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DmabufSupport {
+    /// The call exists and the device's driver has the method.
+    Offered,
+    /// libibverbs has no ibv_reg_dmabuf_mr (older than rdma-core 34).
+    NotInLibrary,
+    /// The provider or kernel driver refused the method itself (rxe, an old
+    /// kernel or driver): `errno` is what it said.
+    NotByDevice { errno: i32 },
+}
+
+/// errnos that mean "this device has no dma-buf registration at all".
+fn is_unsupported(errno: i32) -> bool {
+    errno == libc::EOPNOTSUPP
+        || errno == libc::ENOSYS
+        || errno == libc::EPROTONOSUPPORT
+        || errno == peermem_sim::errno::ENOTSUPP
+}
+
 impl<'d> Pd<'d> {
     /// `ibv_reg_mr`; `op` tells the cause table what memory it was.
     pub fn reg_mr(&self, addr: u64, len: usize, op: Op) -> Result<Mr<'_>> {
@@ -484,6 +504,31 @@ impl<'d> Pd<'d> {
             ));
         }
         Ok(Mr { pd: self, mr })
+    }
+
+    /// Asks the device whether it registers dma-bufs, without one: a
+    /// registration of fd -1. The kernel refuses a device without the
+    /// method (EOPNOTSUPP) before it looks at the fd, and libibverbs'
+    /// default for a provider without it says the same; a device with it
+    /// gets as far as the fd (EBADF).
+    pub fn dmabuf_support(&self) -> DmabufSupport {
+        let Some(f) = self.d.v.f.reg_dmabuf_mr else {
+            return DmabufSupport::NotInLibrary;
+        };
+        // SAFETY: fd -1 is no dma-buf: the call fails without touching any
+        // memory; offset and iova agree within the page as the kernel asks.
+        let mr = unsafe { f(self.pd, 0, 4096, 0, -1, access_rw()) };
+        if !mr.is_null() {
+            // Not expected with no fd; give it back.
+            drop(Mr { pd: self, mr });
+            return DmabufSupport::Offered;
+        }
+        let e = last_errno();
+        if is_unsupported(e) {
+            DmabufSupport::NotByDevice { errno: e }
+        } else {
+            DmabufSupport::Offered
+        }
     }
 
     /// An RC queue pair on `cq`.
@@ -841,5 +886,12 @@ mod tests {
         g.0[12..].copy_from_slice(&[10, 77, 0, 1]);
         assert!(g.is_ipv4_mapped());
         assert!(!Gid([0xfe; 16]).is_ipv4_mapped());
+    }
+
+    #[test]
+    fn unsupported_errnos() {
+        assert!(is_unsupported(libc::EOPNOTSUPP));
+        assert!(is_unsupported(libc::EPROTONOSUPPORT));
+        assert!(!is_unsupported(libc::EBADF));
     }
 }
