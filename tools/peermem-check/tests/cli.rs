@@ -258,6 +258,59 @@ fn validate_host_memory_never_touches_cuda() {
     assert!(!ids.contains(&"cuda"), "{ids:?}");
 }
 
+/// With --memory host every line names host memory, the closing one
+/// included, and none claims GPU memory was written.
+#[cfg(feature = "real")]
+#[test]
+fn validate_host_memory_says_host_memory() {
+    let o = run(&[
+        "validate",
+        "--backend",
+        "real",
+        "--memory",
+        "host",
+        "--path",
+        "peermem",
+        "--size",
+        "64K",
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let last = text.lines().last().unwrap_or_default();
+    if o.status.code() == Some(0) {
+        // A host with an RDMA device (soft-RoCE) passes.
+        assert_eq!(
+            last,
+            "validate PASSED: every byte written by RDMA landed in host memory and read back intact",
+            "{text}"
+        );
+    } else {
+        assert_eq!(o.status.code(), Some(1), "{text}");
+        assert!(last.starts_with("validate FAILED: "), "{text}");
+        assert!(last.contains("into host memory"), "{text}");
+    }
+    assert!(!text.contains("GPU memory"), "{text}");
+    let v = validate_host_memory(&["--path", "peermem"]);
+    assert_eq!(v["target"], "host memory");
+}
+
+#[test]
+fn validate_sim_names_simulated_gpu_memory() {
+    let o = run(&[
+        "validate",
+        "--backend",
+        "sim",
+        "--sim-dev",
+        "/nonexistent/peermem_sim",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let last = text.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("into simulated GPU memory could not be set up"),
+        "{text}"
+    );
+}
+
 #[test]
 fn validate_sim_without_device_is_a_clean_failure() {
     let o = run(&[

@@ -7,7 +7,8 @@
 //! and compare, sentinel included. Each step is a check; a failed step says
 //! its likely cause.
 
-use std::time::Duration;
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
@@ -22,7 +23,7 @@ use super::verbs::{
 use crate::causes::{explain, Op};
 use crate::gpuinfo::{ordering_name, GpuAttrs, WRITES_ORDERING_OWNER};
 use crate::report::Check;
-use crate::{Backend, Memory, Outcome, RegPath, ValidateArgs, VerbsFault};
+use crate::{Backend, Memory, Outcome, RegPath, ValidateArgs, VerbsFault, HOLD_LIMIT};
 
 const GPU_PAGE: u64 = 64 << 10;
 const SENTINEL: u8 = 0xa5;
@@ -222,6 +223,35 @@ fn loopback(
     Ok((l, how))
 }
 
+/// The check for a device that was removed or failed during the run.
+fn device_gone(e: &VerbsError) -> Check {
+    verbs_fail("rdma_device", "RDMA device during the run", e)
+}
+
+/// `--fault hold`: creates `file` (our pid and QP number in it), then waits
+/// until it is gone, polling, at most `HOLD_LIMIT`. Returns how long it
+/// held, or why it stopped holding.
+fn hold(file: &Path, qpn: u32) -> Result<Duration, String> {
+    std::fs::write(file, format!("pid {}\nqp {qpn}\n", std::process::id()))
+        .map_err(|e| format!("cannot create the hold file {}: {e}", file.display()))?;
+    eprintln!(
+        "peermem-check: holding with QP {qpn} ready: remove {} to go on (at most {HOLD_LIMIT:?})",
+        file.display()
+    );
+    let start = Instant::now();
+    while file.exists() {
+        if start.elapsed() > HOLD_LIMIT {
+            let _ = std::fs::remove_file(file);
+            return Err(format!(
+                "{} was not removed within {HOLD_LIMIT:?}: gave up holding",
+                file.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(start.elapsed())
+}
+
 const DMABUF_TITLE: &str = "dma-buf path (ibv_reg_dmabuf_mr)";
 const DMABUF_GAP_FIX: &str = "the peer-memory path (--path peermem) is validated without it; dma-buf needs GPU memory (--memory gpu), the open NVIDIA kernel modules, rdma-core 34+ and a NIC driver that registers dma-bufs (mlx5 on kernel 5.12+)";
 
@@ -268,6 +298,8 @@ struct Gpu<'a> {
 
 struct Ctx<'a, 'v> {
     gpu: Option<Gpu<'a>>,
+    /// The target memory in words ("GPU memory", "host memory").
+    target: &'static str,
     pd: &'a Pd<'v>,
     qp: &'a Qp<'v>,
     max_wr: u64,
@@ -459,7 +491,14 @@ fn run_one(
         }
         let mut whole = vec![0u8; alloc];
         if let Err(e) = buf.read_all(&mut whole) {
-            return (out, Some(cuda_fail("gpu_copy", "cuMemcpyDtoH", &e)));
+            return (
+                out,
+                Some(cuda_fail(
+                    "gpu_copy",
+                    &format!("cuMemcpyDtoH of {}", c.target),
+                    &e,
+                )),
+            );
         }
         let mut expect = vec![SENTINEL; alloc];
         expect[offset as usize..(offset + size) as usize].copy_from_slice(&src);
@@ -475,17 +514,22 @@ fn run_one(
             let detail = if !gpu_cmp.ok() {
                 let m = gpu_cmp.first[0];
                 format!(
-                    "iteration {it}: {} GPU byte(s) differ, first at MR offset {} (expected 0x{:02x}, got 0x{:02x}){}",
+                    "iteration {it}: {} byte(s) of {} differ, first at MR offset {} (expected 0x{:02x}, got 0x{:02x}){}",
                     gpu_cmp.mismatched_bytes,
+                    c.target,
                     m.offset as i64 - offset as i64,
                     m.expected,
                     m.actual,
-                    if m.actual == SENTINEL { ": the RDMA WRITE reported success but never landed in GPU memory" } else { "" }
+                    if m.actual == SENTINEL {
+                        format!(": the RDMA WRITE reported success but never landed in {}", c.target)
+                    } else {
+                        String::new()
+                    }
                 )
             } else {
                 format!(
-                    "iteration {it}: RDMA READ returned {} wrong byte(s)",
-                    read_cmp.mismatched_bytes
+                    "iteration {it}: RDMA READ from {} returned {} wrong byte(s)",
+                    c.target, read_cmp.mismatched_bytes
                 )
             };
             out["result"] = json!("fail");
@@ -505,7 +549,11 @@ fn run_one(
     if let Err(e) = gmr.dereg() {
         return (
             out,
-            Some(verbs_fail("dereg", "ibv_dereg_mr on GPU memory", &e)),
+            Some(verbs_fail(
+                "dereg",
+                &format!("ibv_dereg_mr on {}", c.target),
+                &e,
+            )),
         );
     }
     (out, None)
@@ -660,6 +708,29 @@ pub fn run(a: &ValidateArgs) -> Outcome {
         "Loopback RC queue pair",
         format!("QP {} connected to itself on {how}", qp.qp_num()),
     ));
+    // --fault hold: the run stops here, the QP ready, until the test bed
+    // has done something to the device (removed it) and lets it go on.
+    if a.fault == Some(VerbsFault::Hold) {
+        match hold(&a.hold_file, qp.qp_num()) {
+            Ok(held) => o.checks.push(Check::pass(
+                "hold",
+                "Held with the QP ready (--fault hold)",
+                format!("{} removed after {held:.1?}", a.hold_file.display()),
+            )),
+            Err(why) => {
+                o.checks.push(
+                    Check::fail("hold", "Held with the QP ready (--fault hold)", why).fix(
+                        "whoever runs --fault hold removes the hold file to let the run go on",
+                    ),
+                );
+                return o;
+            }
+        }
+    }
+    if let Err(e) = dev.check_alive() {
+        o.checks.push(device_gone(&e));
+        return o;
+    }
     // 4. The registration paths that can run here. A dma-buf path that
     // cannot is skipped with its reason, or fails when it was asked for.
     let gap = if a.path == RegPath::Peermem {
@@ -698,6 +769,11 @@ pub fn run(a: &ValidateArgs) -> Outcome {
             cuda: ctx,
             attrs: g,
         }),
+        target: if a.memory == Memory::Host {
+            "host memory"
+        } else {
+            "GPU memory"
+        },
         pd: &pd,
         qp: &qp,
         max_wr,
@@ -724,6 +800,13 @@ pub fn run(a: &ValidateArgs) -> Outcome {
                         failed = true;
                     }
                     None => ok += 1,
+                }
+                // A device that went away during the transfers is named
+                // (a fatal async event, or unregistered), and the run ends.
+                if let Err(e) = dev.check_alive() {
+                    o.checks.push(device_gone(&e));
+                    o.extra = json!({"seed": seed, "runs": runs});
+                    return o;
                 }
             }
         }
@@ -765,6 +848,26 @@ mod tests {
             dma_buf_supported: dma_buf,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn hold_waits_for_its_file_to_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("hold");
+        let g = f.clone();
+        let t = std::thread::spawn(move || {
+            // Remove the file once the hold has created it.
+            while !g.exists() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            assert!(std::fs::read_to_string(&g).unwrap().contains("qp 7"));
+            std::fs::remove_file(&g).unwrap();
+        });
+        let held = hold(&f, 7).expect("released");
+        t.join().unwrap();
+        assert!(held < HOLD_LIMIT);
+        let e = hold(&dir.path().join("no/such/dir"), 7).unwrap_err();
+        assert!(e.contains("cannot create the hold file"), "{e}");
     }
 
     #[test]

@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 
 use libloading::Library;
 use rdma_sys::{
-    _compat_ibv_port_attr, ibv_access_flags, ibv_comp_channel, ibv_context, ibv_cq, ibv_device,
-    ibv_gid, ibv_mr, ibv_mtu, ibv_pd, ibv_port_attr, ibv_port_state, ibv_qp, ibv_qp_attr,
-    ibv_qp_attr_mask, ibv_qp_cap, ibv_qp_init_attr, ibv_qp_state, ibv_qp_type, ibv_send_flags,
-    ibv_send_wr, ibv_sge, ibv_wc, ibv_wc_status, ibv_wr_opcode, rdma_t,
+    _compat_ibv_port_attr, ibv_access_flags, ibv_async_event, ibv_comp_channel, ibv_context,
+    ibv_cq, ibv_device, ibv_gid, ibv_mr, ibv_mtu, ibv_pd, ibv_port_attr, ibv_port_state, ibv_qp,
+    ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_cap, ibv_qp_init_attr, ibv_qp_state, ibv_qp_type,
+    ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wc, ibv_wc_status, ibv_wr_opcode, rdma_t,
 };
 
 use crate::causes::Op;
@@ -61,6 +61,8 @@ type ModifyQp = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_qp_attr, c_int) -> c_
 type QueryPort = unsafe extern "C" fn(*mut ibv_context, u8, *mut _compat_ibv_port_attr) -> c_int;
 type QueryGid = unsafe extern "C" fn(*mut ibv_context, u8, c_int, *mut ibv_gid) -> c_int;
 type WcStatusStr = unsafe extern "C" fn(ibv_wc_status::Type) -> *const c_char;
+type GetAsyncEvent = unsafe extern "C" fn(*mut ibv_context, *mut ibv_async_event) -> c_int;
+type AckAsyncEvent = unsafe extern "C" fn(*mut ibv_async_event);
 
 /// Declares the table of libibverbs functions: `field: Type = symbol`.
 /// Required ones fail `Verbs::load` when missing; optional ones are `None`.
@@ -116,6 +118,8 @@ entry_points! {
         query_port: QueryPort = ibv_query_port,
         query_gid: QueryGid = ibv_query_gid,
         wc_status_str: WcStatusStr = ibv_wc_status_str,
+        get_async_event: GetAsyncEvent = ibv_get_async_event,
+        ack_async_event: AckAsyncEvent = ibv_ack_async_event,
     }
     optional {
         // rdma-core 34 and later.
@@ -270,7 +274,12 @@ impl Verbs {
                 unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
             };
             if chosen.is_none() && name.is_none_or(|w| w == dn) {
-                chosen = Some((d, dn.clone()));
+                // SAFETY: `d` is a device of the live list; `dev_path` is a
+                // NUL-terminated array inside it.
+                let uverbs = unsafe { CStr::from_ptr((*d).dev_path.as_ptr()) }
+                    .to_string_lossy()
+                    .into_owned();
+                chosen = Some((d, dn.clone(), uverbs));
             }
             seen.push(dn);
         }
@@ -285,16 +294,27 @@ impl Verbs {
                     seen.join(", ")
                 ),
             )),
-            Some((d, dn)) => {
+            Some((d, dn, uverbs)) => {
                 // SAFETY: `d` is a device of the live list.
                 let ctx = unsafe { (self.f.open_device)(d) };
                 if ctx.is_null() {
                     Err(err(Op::OpenDevice, "ibv_open_device", last_errno(), dn))
                 } else {
+                    // Async events are read without blocking (`Device::
+                    // check_alive`); a failed fcntl only means none are.
+                    // SAFETY: the context is open; `async_fd` is its fd.
+                    let afd = unsafe { (*ctx).async_fd };
+                    // SAFETY: F_GETFL/F_SETFL on an fd we own.
+                    let nonblocking = unsafe {
+                        let fl = libc::fcntl(afd, libc::F_GETFL);
+                        fl >= 0 && libc::fcntl(afd, libc::F_SETFL, fl | libc::O_NONBLOCK) == 0
+                    };
                     Ok(Device {
                         v: self,
                         ctx,
                         name: dn,
+                        uverbs,
+                        nonblocking,
                     })
                 }
             }
@@ -312,6 +332,55 @@ pub struct Device<'v> {
     v: &'v Verbs,
     ctx: *mut ibv_context,
     pub name: String,
+    /// The uverbs device in sysfs (`/sys/class/infiniband_verbs/uverbsN`):
+    /// gone once the device is unregistered.
+    uverbs: String,
+    /// The async event fd is non-blocking (events can be polled).
+    nonblocking: bool,
+}
+
+/// libibverbs' name of an async event type (`enum ibv_event_type`).
+pub fn event_name(t: u32) -> &'static str {
+    const NAMES: [&str; 20] = [
+        "IBV_EVENT_CQ_ERR",
+        "IBV_EVENT_QP_FATAL",
+        "IBV_EVENT_QP_REQ_ERR",
+        "IBV_EVENT_QP_ACCESS_ERR",
+        "IBV_EVENT_COMM_EST",
+        "IBV_EVENT_SQ_DRAINED",
+        "IBV_EVENT_PATH_MIG",
+        "IBV_EVENT_PATH_MIG_ERR",
+        "IBV_EVENT_DEVICE_FATAL",
+        "IBV_EVENT_PORT_ACTIVE",
+        "IBV_EVENT_PORT_ERR",
+        "IBV_EVENT_LID_CHANGE",
+        "IBV_EVENT_PKEY_CHANGE",
+        "IBV_EVENT_SM_CHANGE",
+        "IBV_EVENT_SRQ_ERR",
+        "IBV_EVENT_SRQ_LIMIT_REACHED",
+        "IBV_EVENT_QP_LAST_WQE_REACHED",
+        "IBV_EVENT_CLIENT_REREGISTER",
+        "IBV_EVENT_GID_CHANGE",
+        "IBV_EVENT_WQ_FATAL",
+    ];
+    NAMES.get(t as usize).copied().unwrap_or("unknown event")
+}
+
+/// Async events that end a run: the device, a port, the QP or the CQ
+/// failed.
+fn event_is_fatal(t: u32) -> bool {
+    use rdma_sys::ibv_event_type as E;
+    [
+        E::IBV_EVENT_CQ_ERR,
+        E::IBV_EVENT_QP_FATAL,
+        E::IBV_EVENT_QP_REQ_ERR,
+        E::IBV_EVENT_QP_ACCESS_ERR,
+        E::IBV_EVENT_DEVICE_FATAL,
+        E::IBV_EVENT_PORT_ERR,
+        E::IBV_EVENT_WQ_FATAL,
+    ]
+    .iter()
+    .any(|&e| e as u32 == t)
 }
 
 /// A port's GID (RoCE address), as raw bytes.
@@ -407,6 +476,64 @@ impl<'v> Device<'v> {
         }
         // SAFETY: every bit pattern of the 16-byte union is a valid `raw`.
         Ok(Gid(unsafe { g.raw }))
+    }
+
+    /// Whether the device is still there and healthy: reads (and
+    /// acknowledges) every pending async event without blocking, and looks
+    /// for the device's uverbs node in sysfs. A device being removed is
+    /// named: a fatal event (IBV_EVENT_DEVICE_FATAL, PORT_ERR, QP_FATAL...)
+    /// or, where the driver cannot disassociate (rxe), its uverbs device
+    /// gone while this process still holds it open.
+    pub fn check_alive(&self) -> Result<()> {
+        let mut fatal = Vec::new();
+        // At most this many events a call (a device flooding events must
+        // not keep the run here); none when the fd could not be made
+        // non-blocking (reading it would block).
+        let budget = if self.nonblocking { 64 } else { 0 };
+        for _ in 0..budget {
+            let mut ev = std::mem::MaybeUninit::<ibv_async_event>::zeroed();
+            // SAFETY: the context is open; `ev` has room for one event; the
+            // fd is non-blocking, so no event means -1 (EAGAIN) at once.
+            let rc = unsafe { (self.v.f.get_async_event)(self.ctx, ev.as_mut_ptr()) };
+            if rc != 0 {
+                break;
+            }
+            // The type is read as the C enum's integer: a value this build's
+            // header does not know must not become a Rust enum.
+            // SAFETY: the library filled `ev`; `event_type` is a 32-bit C
+            // enum at its offset.
+            let t = unsafe {
+                std::ptr::addr_of!((*ev.as_ptr()).event_type)
+                    .cast::<u32>()
+                    .read()
+            };
+            // SAFETY: every event got is acknowledged once (destroying the
+            // QP or CQ waits for that).
+            unsafe { (self.v.f.ack_async_event)(ev.as_mut_ptr()) };
+            if event_is_fatal(t) {
+                fatal.push(event_name(t));
+            }
+        }
+        if !fatal.is_empty() {
+            return Err(err(
+                Op::DeviceGone,
+                "async event",
+                0,
+                format!("{} reported {}", self.name, fatal.join(", ")),
+            ));
+        }
+        if !self.uverbs.is_empty() && !std::path::Path::new(&self.uverbs).exists() {
+            return Err(err(
+                Op::DeviceGone,
+                "device removed",
+                libc::ENODEV,
+                format!(
+                    "{} was unregistered during the run: its uverbs device {} is gone (this process still holds its objects, the kernel frees them when it exits)",
+                    self.name, self.uverbs
+                ),
+            ));
+        }
+        Ok(())
     }
 
     pub fn alloc_pd(&self) -> Result<Pd<'_>> {
@@ -886,6 +1013,24 @@ mod tests {
         g.0[12..].copy_from_slice(&[10, 77, 0, 1]);
         assert!(g.is_ipv4_mapped());
         assert!(!Gid([0xfe; 16]).is_ipv4_mapped());
+    }
+
+    #[test]
+    fn async_event_names_and_fatality() {
+        use rdma_sys::ibv_event_type as E;
+        assert_eq!(
+            event_name(E::IBV_EVENT_DEVICE_FATAL as u32),
+            "IBV_EVENT_DEVICE_FATAL"
+        );
+        assert_eq!(
+            event_name(E::IBV_EVENT_WQ_FATAL as u32),
+            "IBV_EVENT_WQ_FATAL"
+        );
+        assert_eq!(event_name(99), "unknown event");
+        assert!(event_is_fatal(E::IBV_EVENT_PORT_ERR as u32));
+        assert!(event_is_fatal(E::IBV_EVENT_DEVICE_FATAL as u32));
+        assert!(!event_is_fatal(E::IBV_EVENT_PORT_ACTIVE as u32));
+        assert!(!event_is_fatal(99));
     }
 
     #[test]
