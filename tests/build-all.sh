@@ -51,12 +51,16 @@ if [ -f tests/sim-client/Cargo.toml ]; then
 		--target x86_64-unknown-linux-gnu -p peermem-sim --bin simtest >&2
 fi
 if [ -f tools/peermem-check/Cargo.toml ] && [ "${PEERMEM_VM_TOOL:-1}" = 1 ]; then
+	# Static, without the real backend: doctor and --backend sim. (The real
+	# backend's rdma-sys asks the linker for libibverbs, which a static
+	# binary would have to carry with its providers; the VM's real-backend
+	# binary is the dynamic one below.)
 	RUSTFLAGS="-C target-feature=+crt-static" cargo build -q --release \
-		--target x86_64-unknown-linux-gnu -p peermem-check >&2 ||
+		--target x86_64-unknown-linux-gnu -p peermem-check --no-default-features >&2 ||
 		echo "build: warning: static peermem-check failed; the VM runs without it" >&2
-	# The real backend (libibverbs, libcuda at run time), dynamically
-	# linked: suite verbs runs it on soft-RoCE (mkinitramfs copies it to
-	# /opt/rdma/bin with its libraries).
+	# The real backend (libibverbs, libcuda resolved at run time),
+	# dynamically linked: suite verbs runs it on soft-RoCE (mkinitramfs
+	# copies it to /opt/rdma/bin with its libraries).
 	cargo build -q --release -p peermem-check >&2
 fi
 echo "$kdir"

@@ -6,6 +6,9 @@ use peermem_sim::errno;
 
 /// Which operation failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Without feature `real` (the VM's static build) only the simulated stack's
+// operations are constructed; the table keeps every row.
+#[cfg_attr(not(feature = "real"), allow(dead_code))]
 pub enum Op {
     /// Loading libcuda.so.1.
     LoadCuda,
@@ -29,6 +32,9 @@ pub enum Op {
     PostSend,
     /// A work completion with an error status.
     Completion,
+    /// The device went away or failed during the run (a fatal async event,
+    /// or its uverbs device unregistered).
+    DeviceGone,
     /// Opening /dev/peermem_sim.
     SimOpen,
     SimGpuAlloc,
@@ -130,6 +136,10 @@ pub fn explain(op: Op, err: i32) -> Cause {
             "the RDMA transfer completed with an error: the NIC could not access the memory (a remote access error on GPU memory means the peer mapping is wrong or was invalidated)",
             "run peermem-check doctor (IOMMU, ACS, PCIe path) and check dmesg",
         ),
+        (DeviceGone, _) => c(
+            "the RDMA device was removed or failed during the run (rdma link delete, driver unbind or reload, hot unplug, or a fatal device error): nothing after this point was validated",
+            "check dmesg for the device's removal or error, bring it back (ibv_devices, ibv_devinfo) and run validate again",
+        ),
         (SimOpen, libc::ENOENT) => c(
             "/dev/peermem_sim does not exist: the simulated stack is not loaded",
             "load the fixtures (insmod nvidia_p2p_sim.ko peerdirect_sim.ko) before running --backend sim",
@@ -212,6 +222,7 @@ mod tests {
             ModifyQp,
             PostSend,
             Completion,
+            DeviceGone,
             SimOpen,
             SimGpuAlloc,
             SimMrReg,

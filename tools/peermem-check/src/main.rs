@@ -102,7 +102,14 @@ pub enum VerbsFault {
     ShortMr,
     /// Move the QP back to RESET before the first post.
     QpReset,
+    /// Hold the run once the QP is ready (before any transfer): create the
+    /// file `--hold-file` and wait, at most `HOLD_LIMIT`, until someone
+    /// removes it (the test bed removes the device meanwhile).
+    Hold,
 }
+
+/// The longest `--fault hold` waits for its file to go.
+pub const HOLD_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SimEngine {
@@ -150,6 +157,14 @@ pub struct ValidateArgs {
     /// Plant a verbs-side mistake; validate must fail naming it (testing).
     #[arg(long, value_enum, hide = true)]
     pub fault: Option<VerbsFault>,
+    /// The file `--fault hold` creates and waits on (testing).
+    #[arg(
+        long,
+        value_name = "FILE",
+        hide = true,
+        default_value = "/tmp/peermem-check.hold"
+    )]
+    pub hold_file: PathBuf,
     /// DMA engine of the simulated HCA (sim backend).
     #[arg(long, value_enum, default_value = "cpu")]
     pub engine: SimEngine,
@@ -215,14 +230,14 @@ fn main() -> ExitCode {
                 Backend::Sim => sim::validate(&a),
                 Backend::Real => real_validate(&a),
             };
-            finish(outcome, json)
+            finish(outcome, json, target_name(a.backend, a.memory))
         }
         Cmd::Bench(a) => {
             let outcome = match a.backend {
                 Backend::Sim => sim::bench(&a, json),
                 Backend::Real => real_bench(&a, json),
             };
-            finish(outcome, json)
+            finish(outcome, json, target_name(a.backend, a.memory))
         }
         Cmd::Plot(a) => match bench::load(&a.input).and_then(|b| plot::render(&b, &a.output)) {
             Ok(()) => {
@@ -252,7 +267,45 @@ pub struct Outcome {
     pub notes: Vec<String>,
 }
 
-fn finish(o: Outcome, json: bool) -> ExitCode {
+/// What memory the RDMA target of a run is, in words.
+fn target_name(backend: Backend, memory: Memory) -> &'static str {
+    match (backend, memory) {
+        (Backend::Sim, _) => "simulated GPU memory",
+        (Backend::Real, Memory::Gpu) => "GPU memory",
+        (Backend::Real, Memory::Host) => "host memory",
+    }
+}
+
+/// The closing line's explanation for `o` with `verdict`; `target` is the
+/// memory the run wrote into (`target_name`).
+fn closing_line(o: &Outcome, verdict: Verdict, target: &str) -> String {
+    let gpu = target.ends_with("GPU memory");
+    match (o.command, verdict) {
+        ("validate", Verdict::Fail)
+            if o.checks
+                .iter()
+                .any(|c| c.id == "compare" && c.verdict == Verdict::Fail) =>
+        {
+            if gpu {
+                format!("the data did not make it through GPUDirect RDMA into {target} (see the mismatch above)")
+            } else {
+                format!(
+                    "the data did not make it through RDMA into {target} (see the mismatch above)"
+                )
+            }
+        }
+        ("validate", Verdict::Fail) => {
+            format!("the transfer into {target} could not be set up or did not finish (see the failures above)")
+        }
+        ("validate", _) => {
+            format!("every byte written by RDMA landed in {target} and read back intact")
+        }
+        (_, Verdict::Fail) => "see the failures above".into(),
+        _ => format!("figures above (target: {target})"),
+    }
+}
+
+fn finish(o: Outcome, json: bool, target: &str) -> ExitCode {
     let s = Summary::of(&o.checks);
     let verdict = s.overall();
     if json {
@@ -261,6 +314,7 @@ fn finish(o: Outcome, json: bool) -> ExitCode {
             "version": env!("CARGO_PKG_VERSION"),
             "command": o.command,
             "backend": match o.backend { Backend::Real => "real", Backend::Sim => "sim" },
+            "target": target,
             "verdict": verdict,
             "summary": s,
             "checks": o.checks,
@@ -284,19 +338,7 @@ fn finish(o: Outcome, json: bool) -> ExitCode {
                 Verdict::Warn => "passed with warnings",
                 _ => "PASSED",
             },
-            match (o.command, verdict) {
-                ("validate", Verdict::Fail)
-                    if o.checks
-                        .iter()
-                        .any(|c| c.id == "compare" && c.verdict == Verdict::Fail) =>
-                    "the data did not make it through GPUDirect RDMA (see the mismatch above)",
-                ("validate", Verdict::Fail) =>
-                    "the transfer could not be set up (see the failures above)",
-                ("validate", _) =>
-                    "every byte written by RDMA landed in GPU memory and read back intact",
-                (_, Verdict::Fail) => "see the failures above",
-                _ => "figures above",
-            }
+            closing_line(&o, verdict, target)
         );
     }
     if verdict == Verdict::Fail {
@@ -430,5 +472,54 @@ fn not_built(command: &'static str) -> Outcome {
         .fix("use --backend sim here, or a build with the default features on a GPU node")],
         extra: json!({}),
         notes: vec![],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use report::Check;
+
+    fn outcome(command: &'static str, checks: Vec<Check>) -> Outcome {
+        Outcome {
+            command,
+            backend: Backend::Real,
+            checks,
+            extra: json!({}),
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn the_closing_line_names_the_memory_used() {
+        let ok = outcome("validate", vec![Check::pass("peermem_path", "P", "ok")]);
+        let host = target_name(Backend::Real, Memory::Host);
+        let line = closing_line(&ok, Verdict::Pass, host);
+        assert_eq!(
+            line,
+            "every byte written by RDMA landed in host memory and read back intact"
+        );
+        let gpu = target_name(Backend::Real, Memory::Gpu);
+        assert!(closing_line(&ok, Verdict::Pass, gpu).contains("landed in GPU memory"));
+        let sim = target_name(Backend::Sim, Memory::Host);
+        assert!(closing_line(&ok, Verdict::Pass, sim).contains("in simulated GPU memory"));
+
+        let mismatch = outcome("validate", vec![Check::fail("compare", "C", "differ")]);
+        let line = closing_line(&mismatch, Verdict::Fail, host);
+        assert!(line.contains("into host memory"), "{line}");
+        assert!(!line.contains("GPU"), "{line}");
+        assert!(
+            closing_line(&mismatch, Verdict::Fail, gpu).contains("GPUDirect RDMA into GPU memory")
+        );
+
+        let setup = outcome("validate", vec![Check::fail("rdma_device", "D", "gone")]);
+        let line = closing_line(&setup, Verdict::Fail, host);
+        assert!(
+            line.contains("into host memory") && !line.contains("GPU"),
+            "{line}"
+        );
+
+        let bench = outcome("bench", vec![Check::pass("x", "X", "ok")]);
+        assert!(closing_line(&bench, Verdict::Pass, host).contains("host memory"));
     }
 }

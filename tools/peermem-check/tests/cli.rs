@@ -258,6 +258,59 @@ fn validate_host_memory_never_touches_cuda() {
     assert!(!ids.contains(&"cuda"), "{ids:?}");
 }
 
+/// With --memory host every line names host memory, the closing one
+/// included, and none claims GPU memory was written.
+#[cfg(feature = "real")]
+#[test]
+fn validate_host_memory_says_host_memory() {
+    let o = run(&[
+        "validate",
+        "--backend",
+        "real",
+        "--memory",
+        "host",
+        "--path",
+        "peermem",
+        "--size",
+        "64K",
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let last = text.lines().last().unwrap_or_default();
+    if o.status.code() == Some(0) {
+        // A host with an RDMA device (soft-RoCE) passes.
+        assert_eq!(
+            last,
+            "validate PASSED: every byte written by RDMA landed in host memory and read back intact",
+            "{text}"
+        );
+    } else {
+        assert_eq!(o.status.code(), Some(1), "{text}");
+        assert!(last.starts_with("validate FAILED: "), "{text}");
+        assert!(last.contains("into host memory"), "{text}");
+    }
+    assert!(!text.contains("GPU memory"), "{text}");
+    let v = validate_host_memory(&["--path", "peermem"]);
+    assert_eq!(v["target"], "host memory");
+}
+
+#[test]
+fn validate_sim_names_simulated_gpu_memory() {
+    let o = run(&[
+        "validate",
+        "--backend",
+        "sim",
+        "--sim-dev",
+        "/nonexistent/peermem_sim",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let last = text.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("into simulated GPU memory could not be set up"),
+        "{text}"
+    );
+}
+
 #[test]
 fn validate_sim_without_device_is_a_clean_failure() {
     let o = run(&[
@@ -328,6 +381,33 @@ fn bench_sim_without_device_is_a_clean_failure() {
     ]);
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(json_of(&o)["command"], "bench");
+}
+
+/// The real backend's verbs types come from rdma-sys, whose build script
+/// asks the linker for libibverbs; the tool resolves the functions itself
+/// at run time, so the binary must not list the library as NEEDED: `doctor`
+/// has to start on a node without rdma-core.
+#[cfg(feature = "real")]
+#[test]
+fn binary_starts_without_libibverbs() {
+    let exe = env!("CARGO_BIN_EXE_peermem-check");
+    let o = match Command::new("readelf").args(["-d", exe]).output() {
+        Ok(o) if o.status.success() => o,
+        _ => {
+            eprintln!("SKIP: no readelf (binutils)");
+            return;
+        }
+    };
+    let dynamic = String::from_utf8_lossy(&o.stdout);
+    let needed: Vec<&str> = dynamic.lines().filter(|l| l.contains("(NEEDED)")).collect();
+    assert!(!needed.is_empty(), "no dynamic section read:\n{dynamic}");
+    for lib in ["libibverbs", "librdmacm", "libcuda"] {
+        assert!(
+            !needed.iter().any(|l| l.contains(lib)),
+            "the binary needs {lib} at load time:\n{}",
+            needed.join("\n")
+        );
+    }
 }
 
 #[test]

@@ -88,12 +88,12 @@ pub fn run(a: &BenchArgs, json_mode: bool) -> Outcome {
             Ok(qp) => {
                 let p = d.query_port(a.port);
                 match p {
-                    Ok(p) if p.state == verbs::IBV_PORT_ACTIVE => {
+                    Ok(p) if p.is_active() => {
                         let l = verbs::Loopback {
                             port: a.port,
                             lid: p.lid,
                             mtu: p.active_mtu,
-                            gid: if p.link_layer == verbs::IBV_LINK_LAYER_ETHERNET {
+                            gid: if p.is_ethernet() {
                                 d.query_gid(a.port, i32::from(a.gid_index.unwrap_or(0)))
                                     .ok()
                                     .map(|g| (g, a.gid_index.unwrap_or(0)))
@@ -211,7 +211,7 @@ pub fn run(a: &BenchArgs, json_mode: bool) -> Outcome {
                         let t = Instant::now();
                         qp.rdma(
                             verbs::RdmaOp {
-                                opcode: verbs::IBV_WR_RDMA_WRITE,
+                                direction: verbs::Direction::Write,
                                 laddr: src.as_ptr() as u64,
                                 lkey: smr.lkey(),
                                 raddr: buf.ptr(),
@@ -226,7 +226,7 @@ pub fn run(a: &BenchArgs, json_mode: bool) -> Outcome {
                         let t = Instant::now();
                         qp.rdma(
                             verbs::RdmaOp {
-                                opcode: verbs::IBV_WR_RDMA_WRITE,
+                                direction: verbs::Direction::Write,
                                 laddr: src.as_ptr() as u64,
                                 lkey: smr.lkey(),
                                 raddr: bounce.as_ptr() as u64,

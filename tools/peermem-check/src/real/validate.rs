@@ -7,7 +7,8 @@
 //! and compare, sentinel included. Each step is a check; a failed step says
 //! its likely cause.
 
-use std::time::Duration;
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
@@ -16,11 +17,13 @@ use peermem_sim::pattern::{compare, Pattern};
 use super::cuda::{self, Context, CudaError, DeviceBuffer};
 use super::hostmem::HostBuffer;
 use super::target::Target;
-use super::verbs::{self, Device, IbvGid, Loopback, Pd, Qp, Verbs, VerbsError};
+use super::verbs::{
+    self, Device, Direction, DmabufSupport, Gid, Loopback, Pd, Qp, Verbs, VerbsError,
+};
 use crate::causes::{explain, Op};
 use crate::gpuinfo::{ordering_name, GpuAttrs, WRITES_ORDERING_OWNER};
 use crate::report::Check;
-use crate::{Backend, Memory, Outcome, RegPath, ValidateArgs, VerbsFault};
+use crate::{Backend, Memory, Outcome, RegPath, ValidateArgs, VerbsFault, HOLD_LIMIT};
 
 const GPU_PAGE: u64 = 64 << 10;
 const SENTINEL: u8 = 0xa5;
@@ -165,7 +168,7 @@ fn loopback(
     gid_index: Option<u8>,
 ) -> Result<(Loopback, String), VerbsError> {
     let p = dev.query_port(port)?;
-    if p.state != verbs::IBV_PORT_ACTIVE {
+    if !p.is_active() {
         return Err(VerbsError {
             op: Op::ModifyQp,
             call: "ibv_query_port",
@@ -183,20 +186,19 @@ fn loopback(
         "{} port {port} lid {} mtu enum {}",
         dev.name, p.lid, p.active_mtu
     );
-    if p.link_layer == verbs::IBV_LINK_LAYER_ETHERNET {
+    if p.is_ethernet() {
         let pick = match gid_index {
             Some(i) => Some((dev.query_gid(port, i32::from(i))?, i)),
             None => {
-                let mut best: Option<(IbvGid, u8)> = None;
+                let mut best: Option<(Gid, u8)> = None;
                 for i in 0..p.gid_tbl_len.clamp(0, 256) {
                     let Ok(g) = dev.query_gid(port, i) else {
                         continue;
                     };
-                    if g.raw == [0; 16] {
+                    if g.is_zero() {
                         continue;
                     }
-                    let v4_mapped =
-                        g.raw[..10] == [0; 10] && g.raw[10] == 0xff && g.raw[11] == 0xff;
+                    let v4_mapped = g.is_ipv4_mapped();
                     if best.is_none() || v4_mapped {
                         best = Some((g, i as u8));
                         if v4_mapped {
@@ -221,6 +223,73 @@ fn loopback(
     Ok((l, how))
 }
 
+/// The check for a device that was removed or failed during the run.
+fn device_gone(e: &VerbsError) -> Check {
+    verbs_fail("rdma_device", "RDMA device during the run", e)
+}
+
+/// `--fault hold`: creates `file` (our pid and QP number in it), then waits
+/// until it is gone, polling, at most `HOLD_LIMIT`. Returns how long it
+/// held, or why it stopped holding.
+fn hold(file: &Path, qpn: u32) -> Result<Duration, String> {
+    std::fs::write(file, format!("pid {}\nqp {qpn}\n", std::process::id()))
+        .map_err(|e| format!("cannot create the hold file {}: {e}", file.display()))?;
+    eprintln!(
+        "peermem-check: holding with QP {qpn} ready: remove {} to go on (at most {HOLD_LIMIT:?})",
+        file.display()
+    );
+    let start = Instant::now();
+    while file.exists() {
+        if start.elapsed() > HOLD_LIMIT {
+            let _ = std::fs::remove_file(file);
+            return Err(format!(
+                "{} was not removed within {HOLD_LIMIT:?}: gave up holding",
+                file.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(start.elapsed())
+}
+
+const DMABUF_TITLE: &str = "dma-buf path (ibv_reg_dmabuf_mr)";
+const DMABUF_GAP_FIX: &str = "the peer-memory path (--path peermem) is validated without it; dma-buf needs GPU memory (--memory gpu), the open NVIDIA kernel modules, rdma-core 34+ and a NIC driver that registers dma-bufs (mlx5 on kernel 5.12+)";
+
+/// Why the dma-buf path cannot run on this node, or `None` when it can:
+/// no GPU memory (`--memory host`), a GPU without dma-buf export, a
+/// libibverbs without ibv_reg_dmabuf_mr, or a device that refuses it.
+/// `device` is what the device said to a probe registration.
+fn dmabuf_gap(
+    memory: Memory,
+    gpu: Option<&GpuAttrs>,
+    device: DmabufSupport,
+    dev: &str,
+) -> Option<String> {
+    let device = match device {
+        DmabufSupport::Offered => None,
+        DmabufSupport::NotInLibrary => {
+            Some("libibverbs has no ibv_reg_dmabuf_mr (older than rdma-core 34)".to_string())
+        }
+        DmabufSupport::NotByDevice { errno } => Some(format!(
+            "not supported by this device: {dev} refuses ibv_reg_dmabuf_mr with {} ({})",
+            peermem_sim::errno::name(errno),
+            peermem_sim::errno::describe(errno)
+        )),
+    };
+    if memory == Memory::Host {
+        return Some(format!(
+            "skipped: --memory host has no GPU memory to export as a dma-buf; {}",
+            device.unwrap_or_else(|| format!("{dev} offers ibv_reg_dmabuf_mr"))
+        ));
+    }
+    if gpu.is_some_and(|g| g.dma_buf_supported == Some(false)) {
+        return Some(
+            "the GPU reports CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED = 0 (no dma-buf export)".into(),
+        );
+    }
+    device
+}
+
 /// The GPU side of a run; `None` with `--memory host`.
 struct Gpu<'a> {
     cuda: &'a Context,
@@ -229,6 +298,8 @@ struct Gpu<'a> {
 
 struct Ctx<'a, 'v> {
     gpu: Option<Gpu<'a>>,
+    /// The target memory in words ("GPU memory", "host memory").
+    target: &'static str,
     pd: &'a Pd<'v>,
     qp: &'a Qp<'v>,
     max_wr: u64,
@@ -238,7 +309,7 @@ struct Ctx<'a, 'v> {
 /// Moves `len` bytes in chunks of at most the port's message size.
 fn rdma_all(
     c: &Ctx,
-    opcode: u32,
+    direction: Direction,
     laddr: u64,
     lkey: u32,
     raddr: u64,
@@ -246,7 +317,7 @@ fn rdma_all(
     len: u64,
 ) -> Result<(), VerbsError> {
     let op = verbs::RdmaOp {
-        opcode,
+        direction,
         laddr,
         lkey,
         raddr,
@@ -377,7 +448,7 @@ fn run_one(
         dst.fill(0);
         if let Err(e) = rdma_all(
             c,
-            verbs::IBV_WR_RDMA_WRITE,
+            Direction::Write,
             src.as_ptr() as u64,
             src_lkey,
             gaddr,
@@ -388,7 +459,7 @@ fn run_one(
         }
         if let Err(e) = rdma_all(
             c,
-            verbs::IBV_WR_RDMA_READ,
+            Direction::Read,
             dst.as_ptr() as u64,
             dmr.lkey(),
             gaddr,
@@ -420,7 +491,14 @@ fn run_one(
         }
         let mut whole = vec![0u8; alloc];
         if let Err(e) = buf.read_all(&mut whole) {
-            return (out, Some(cuda_fail("gpu_copy", "cuMemcpyDtoH", &e)));
+            return (
+                out,
+                Some(cuda_fail(
+                    "gpu_copy",
+                    &format!("cuMemcpyDtoH of {}", c.target),
+                    &e,
+                )),
+            );
         }
         let mut expect = vec![SENTINEL; alloc];
         expect[offset as usize..(offset + size) as usize].copy_from_slice(&src);
@@ -436,17 +514,22 @@ fn run_one(
             let detail = if !gpu_cmp.ok() {
                 let m = gpu_cmp.first[0];
                 format!(
-                    "iteration {it}: {} GPU byte(s) differ, first at MR offset {} (expected 0x{:02x}, got 0x{:02x}){}",
+                    "iteration {it}: {} byte(s) of {} differ, first at MR offset {} (expected 0x{:02x}, got 0x{:02x}){}",
                     gpu_cmp.mismatched_bytes,
+                    c.target,
                     m.offset as i64 - offset as i64,
                     m.expected,
                     m.actual,
-                    if m.actual == SENTINEL { ": the RDMA WRITE reported success but never landed in GPU memory" } else { "" }
+                    if m.actual == SENTINEL {
+                        format!(": the RDMA WRITE reported success but never landed in {}", c.target)
+                    } else {
+                        String::new()
+                    }
                 )
             } else {
                 format!(
-                    "iteration {it}: RDMA READ returned {} wrong byte(s)",
-                    read_cmp.mismatched_bytes
+                    "iteration {it}: RDMA READ from {} returned {} wrong byte(s)",
+                    c.target, read_cmp.mismatched_bytes
                 )
             };
             out["result"] = json!("fail");
@@ -466,7 +549,11 @@ fn run_one(
     if let Err(e) = gmr.dereg() {
         return (
             out,
-            Some(verbs_fail("dereg", "ibv_dereg_mr on GPU memory", &e)),
+            Some(verbs_fail(
+                "dereg",
+                &format!("ibv_dereg_mr on {}", c.target),
+                &e,
+            )),
         );
     }
     (out, None)
@@ -621,21 +708,72 @@ pub fn run(a: &ValidateArgs) -> Outcome {
         "Loopback RC queue pair",
         format!("QP {} connected to itself on {how}", qp.qp_num()),
     ));
-    // 4. The transfers.
-    let dmabuf_ok = cuda_side
-        .as_ref()
-        .is_some_and(|(_, g)| g.dma_buf_supported != Some(false) && v.has_dmabuf());
-    let paths: Vec<RegPath> = match a.path {
-        RegPath::Peermem => vec![RegPath::Peermem],
-        RegPath::Dmabuf => vec![RegPath::Dmabuf],
-        RegPath::Both if dmabuf_ok => vec![RegPath::Peermem, RegPath::Dmabuf],
-        RegPath::Both => vec![RegPath::Peermem],
+    // --fault hold: the run stops here, the QP ready, until the test bed
+    // has done something to the device (removed it) and lets it go on.
+    if a.fault == Some(VerbsFault::Hold) {
+        match hold(&a.hold_file, qp.qp_num()) {
+            Ok(held) => o.checks.push(Check::pass(
+                "hold",
+                "Held with the QP ready (--fault hold)",
+                format!("{} removed after {held:.1?}", a.hold_file.display()),
+            )),
+            Err(why) => {
+                o.checks.push(
+                    Check::fail("hold", "Held with the QP ready (--fault hold)", why).fix(
+                        "whoever runs --fault hold removes the hold file to let the run go on",
+                    ),
+                );
+                return o;
+            }
+        }
+    }
+    if let Err(e) = dev.check_alive() {
+        o.checks.push(device_gone(&e));
+        return o;
+    }
+    // 4. The registration paths that can run here. A dma-buf path that
+    // cannot is skipped with its reason, or fails when it was asked for.
+    let gap = if a.path == RegPath::Peermem {
+        None
+    } else {
+        dmabuf_gap(
+            a.memory,
+            cuda_side.as_ref().map(|(_, g)| g),
+            pd.dmabuf_support(),
+            &dev.name,
+        )
+    };
+    let paths: Vec<RegPath> = match (a.path, &gap) {
+        (RegPath::Peermem, _) => vec![RegPath::Peermem],
+        (RegPath::Dmabuf, None) => vec![RegPath::Dmabuf],
+        (RegPath::Dmabuf, Some(why)) => {
+            o.checks.push(
+                Check::fail("dmabuf_path", DMABUF_TITLE, why.clone())
+                    .fix(DMABUF_GAP_FIX)
+                    .data(json!({"path": "dmabuf", "supported": false})),
+            );
+            return o;
+        }
+        (RegPath::Both, None) => vec![RegPath::Peermem, RegPath::Dmabuf],
+        (RegPath::Both, Some(why)) => {
+            o.checks.push(
+                Check::skip("dmabuf_path", DMABUF_TITLE, why.clone())
+                    .fix(DMABUF_GAP_FIX)
+                    .data(json!({"path": "dmabuf", "supported": false})),
+            );
+            vec![RegPath::Peermem]
+        }
     };
     let c = Ctx {
         gpu: cuda_side.as_ref().map(|(ctx, g)| Gpu {
             cuda: ctx,
             attrs: g,
         }),
+        target: if a.memory == Memory::Host {
+            "host memory"
+        } else {
+            "GPU memory"
+        },
         pd: &pd,
         qp: &qp,
         max_wr,
@@ -662,6 +800,13 @@ pub fn run(a: &ValidateArgs) -> Outcome {
                         failed = true;
                     }
                     None => ok += 1,
+                }
+                // A device that went away during the transfers is named
+                // (a fatal async event, or unregistered), and the run ends.
+                if let Err(e) = dev.check_alive() {
+                    o.checks.push(device_gone(&e));
+                    o.extra = json!({"seed": seed, "runs": runs});
+                    return o;
                 }
             }
         }
@@ -692,4 +837,101 @@ pub fn run(a: &ValidateArgs) -> Outcome {
     }
     o.extra = json!({"seed": seed, "runs": runs});
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(dma_buf: Option<bool>) -> GpuAttrs {
+        GpuAttrs {
+            dma_buf_supported: dma_buf,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn hold_waits_for_its_file_to_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("hold");
+        let g = f.clone();
+        let t = std::thread::spawn(move || {
+            // Remove the file once the hold has created it.
+            while !g.exists() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            assert!(std::fs::read_to_string(&g).unwrap().contains("qp 7"));
+            std::fs::remove_file(&g).unwrap();
+        });
+        let held = hold(&f, 7).expect("released");
+        t.join().unwrap();
+        assert!(held < HOLD_LIMIT);
+        let e = hold(&dir.path().join("no/such/dir"), 7).unwrap_err();
+        assert!(e.contains("cannot create the hold file"), "{e}");
+    }
+
+    #[test]
+    fn dmabuf_runs_where_everything_offers_it() {
+        let g = gpu(Some(true));
+        assert_eq!(
+            dmabuf_gap(Memory::Gpu, Some(&g), DmabufSupport::Offered, "mlx5_0"),
+            None
+        );
+        // An unknown GPU attribute is tried, not skipped.
+        let g = gpu(None);
+        assert_eq!(
+            dmabuf_gap(Memory::Gpu, Some(&g), DmabufSupport::Offered, "mlx5_0"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_device_without_dmabuf_is_named_as_such() {
+        let g = gpu(Some(true));
+        let why = dmabuf_gap(
+            Memory::Gpu,
+            Some(&g),
+            DmabufSupport::NotByDevice {
+                errno: libc::EOPNOTSUPP,
+            },
+            "rxe0",
+        )
+        .unwrap();
+        assert!(why.contains("not supported by this device"), "{why}");
+        assert!(why.contains("rxe0") && why.contains("EOPNOTSUPP"), "{why}");
+        let why = dmabuf_gap(Memory::Gpu, Some(&g), DmabufSupport::NotInLibrary, "x").unwrap();
+        assert!(why.contains("rdma-core 34"), "{why}");
+    }
+
+    #[test]
+    fn host_memory_skips_dmabuf_and_still_reports_the_device() {
+        let why = dmabuf_gap(
+            Memory::Host,
+            None,
+            DmabufSupport::NotByDevice {
+                errno: libc::EOPNOTSUPP,
+            },
+            "rxe0",
+        )
+        .unwrap();
+        assert!(why.starts_with("skipped: --memory host"), "{why}");
+        assert!(why.contains("not supported by this device"), "{why}");
+        let why = dmabuf_gap(Memory::Host, None, DmabufSupport::Offered, "mlx5_0").unwrap();
+        assert!(why.contains("mlx5_0 offers ibv_reg_dmabuf_mr"), "{why}");
+    }
+
+    #[test]
+    fn a_gpu_without_dmabuf_export_is_the_reason_before_the_device() {
+        let g = gpu(Some(false));
+        let why = dmabuf_gap(
+            Memory::Gpu,
+            Some(&g),
+            DmabufSupport::NotByDevice {
+                errno: libc::EOPNOTSUPP,
+            },
+            "rxe0",
+        )
+        .unwrap();
+        assert!(why.contains("DMA_BUF_SUPPORTED = 0"), "{why}");
+    }
 }
