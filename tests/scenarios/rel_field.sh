@@ -126,6 +126,11 @@ lock_inversion() {
 		[ "$PHASE_RESULT" = missed ] && phase_race "$_ph"
 		[ "$PHASE_RESULT" = hang ] && deadlock_shown "$_ph"
 	done
+	if [ "$bug" = reg_deadlock ]; then
+		settle_idle
+		stack_down
+		rel_pass
+	fi
 	since_mark | grep -E "registered peer memory client nv_mem " | grep -q "invalidate unmaps" ||
 		fail "nv_mem did not opt into PEER_MEM_INVALIDATE_UNMAPS by default" $(figures)
 	out=$(st race free dereg --iters 100 --size 128K --jitter-us 400 2>/tmp/race.err)
@@ -272,7 +277,7 @@ uaf_window)
 	exec sh /scenarios/rel_race.sh "$@" window=release_in_invalidation variant=invalidate_unlocked rounds=3 ;;
 double_unmap) double_unmap ;;
 lock_inversion) lock_inversion ;;
-reg_deadlock) lock_inversion dma_map ;;
+reg_deadlock) lock_inversion "pinned dma_map activate" ;;
 name_conflict) name_conflict ;;
 unload_order) unload_order ;;
 *) fail "unknown bug $bug" ;;
