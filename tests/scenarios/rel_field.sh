@@ -102,7 +102,7 @@ deadlock_shown() {
 	done
 	_hung=$(since_mark | grep -c "blocked for more than")
 	echo 0 >/proc/sys/kernel/hung_task_timeout_secs 2>/dev/null
-	fail "deadlock: cudaFree in phase $1 and the registration's thread stuck for ${REL_HANG_S}s ($PHASE_STUCK); hung-task reports: $_hung" $(figures) hang="$1"
+	fail "deadlock: cudaFree in phase $1 and the racing operation stuck for ${REL_HANG_S}s ($PHASE_STUCK); hung-task reports: $_hung" $(figures) hang="$1"
 }
 
 # B1 (MOFED 2696789) and the registration window (issue 12): cudaFree forced
