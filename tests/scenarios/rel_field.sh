@@ -120,7 +120,7 @@ lock_inversion() {
 	# shellcheck disable=SC2046
 	load $REL_MOD $(client_params)
 	REL_IDLE_REF=$(refcnt)
-	REL_HANG_S=10
+	REL_HANG_S=8
 	for _ph in ${1:-dereg dma_map}; do
 		phase_race "$_ph"
 		[ "$PHASE_RESULT" = missed ] && phase_race "$_ph"

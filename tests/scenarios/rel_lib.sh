@@ -303,7 +303,7 @@ mark
 #              its driver lock (p2p_put_pages; under the mapping lock where
 #              the core unmaps under it)
 REL_HANG_S=${REL_HANG_S:-15}
-PHASE_MS=${PHASE_MS:-800}
+PHASE_MS=${PHASE_MS:-500}
 
 # _bg_wait PID...: waits for every PID up to REL_HANG_S seconds; returns 1
 # (leaving them) if one is still running then.
