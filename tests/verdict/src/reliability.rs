@@ -43,7 +43,14 @@ pub struct Row {
 }
 
 /// The phases of an MR a cudaFree is forced into (rel_lib.sh's phase_race).
-const PHASES: &[&str] = &["get_pages", "pinned", "dma_map", "activate", "live", "dereg"];
+const PHASES: &[&str] = &[
+    "get_pages",
+    "pinned",
+    "dma_map",
+    "activate",
+    "live",
+    "dereg",
+];
 
 /// One cell of the lock-order matrix (from `rel_lockorder`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
