@@ -525,6 +525,35 @@ mod tests {
     }
 
     #[test]
+    fn lock_order_matrix_phases() {
+        let v = verdict(
+            "rel-lockorder-modern-pds1",
+            "expect_splat lockdep \"possible circular locking dependency\"\n\
+             scenario rel_lockorder gen=modern pds=1 pers=1\n\
+             scenario rel_lockorder gen=modern pds=1\n",
+            "SCENARIO-RESULT rel_lockorder[gen=modern,pds=1,pers=1] pass expected=clean \
+             lockdep=clean edge=- hang=none p_get_pages=ok p_pinned=ok p_dma_map=ok \
+             p_activate=ok p_live=ok p_dereg=ok\n\
+             WARNING: possible circular locking dependency detected\n\
+             SCENARIO-RESULT rel_lockorder[gen=modern,pds=1] fail expected=inversion \
+             lockdep=reported edge=registration hang=dma_map p_get_pages=ok p_pinned=ok \
+             p_dma_map=hang reason=deadlock\nPEERMEM-SUITE-DONE rel-lockorder-modern-pds1\n",
+        );
+        let r = build(&[v]);
+        assert_eq!(r.lock_order_matrix.len(), 2);
+        let c = &r.lock_order_matrix[0];
+        assert_eq!((c.pers.as_str(), c.hang.as_str()), ("0", "dma_map"));
+        assert_eq!(c.edge, "registration");
+        assert_eq!(c.phases[2], ("dma_map".to_string(), "hang".to_string()));
+        assert_eq!(c.phases[3], ("activate".to_string(), "-".to_string()));
+        assert_eq!(c.result, "fail");
+        let c = &r.lock_order_matrix[1];
+        assert_eq!((c.pers.as_str(), c.observed.as_str()), ("1", "clean"));
+        assert!(c.phases.iter().all(|(_, v)| v == "ok"));
+        assert!(render(&r).contains("deadlock"));
+    }
+
+    #[test]
     fn splits_ids() {
         assert_eq!(split_id("rel_x"), ("rel_x", vec![]));
         assert_eq!(split_id("rel_x[]"), ("rel_x", vec![]));
