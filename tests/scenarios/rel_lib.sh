@@ -359,7 +359,6 @@ phase_race() {
 		_o=$(st mr-reg $((_va + 4096)) 200K) || fail "mr-reg ($_ph): $_o" $(figures)
 		_mr=$(sval mr "$_o")
 	fi
-	_d0=$(ctr delays_taken)
 	[ -z "$_point" ] || st delay "$_point" $PHASE_MS $_count >/dev/null ||
 		fail "delay $_point" $(figures)
 	if [ $_pre = 1 ]; then
@@ -373,16 +372,8 @@ phase_race() {
 		simtest mr-reg $((_va + 4096)) 200K >/tmp/phase.op 2>&1 &
 	fi
 	_op=$!
-	# into the window: once the operation sleeps at the point (get_pages:
-	# its second pass, after the acquire's probe), a quarter in
-	if [ -n "$_point" ]; then
-		_w=0
-		while [ "$(ctr delays_taken)" -lt $((_d0 + _count)) ] && [ $_w -lt 200 ]; do
-			usleep 10000
-			_w=$((_w + 1))
-		done
-		usleep $((PHASE_MS * 250))
-	fi
+	# into the window: the delay's middle (get_pages: its second pass)
+	[ -z "$_point" ] || usleep $(((PHASE_MS * (_count - 1) + PHASE_MS / 2) * 1000))
 	simtest gpu-free "$_va" >/tmp/phase.free 2>&1 &
 	_fr=$!
 	if ! _bg_wait $_op $_fr; then
