@@ -51,9 +51,18 @@ for gen in modern mofed51; do
 	*"invalidate unmaps"*) fail "opt-in without the flag" ;;
 	esac
 	unload peermem_refclient
-	# persistent: no invalidate function, no opt-in
+	# persistent: no invalidate function. The real core reads the flag for
+	# it too (ib_peer_unmap_on_invalidate looks at the client, not at the
+	# MR): its deregistration then unmaps after dropping the mapping lock.
 	load_refclient abi=ex persistent=1
-	registered_line | grep -q "persistent)" || fail "not persistent: $(registered_line)"
+	registered_line | grep -q "persistent" || fail "not persistent: $(registered_line)"
+	if [ "$gen" = modern ]; then
+		registered_line | grep -q "persistent, invalidate unmaps)" ||
+			fail "the modern core ignored a persistent client's flag: $(registered_line)"
+	else
+		registered_line | grep -q "persistent)" ||
+			fail "a $gen core read the extension: $(registered_line)"
+	fi
 	unload peermem_refclient
 	teardown
 done

@@ -101,12 +101,18 @@ unload() {
 # persistent calls (see tests/fixtures/nvidia_p2p_sim.c).
 PSIM_DRIVER=${PSIM_DRIVER:-}
 
+# PSIM_RM_LOCKDEP=1: the provider's driver (RM API) lock is a mutex lockdep
+# tracks (nvidia_p2p_sim rm_lock_lockdep=1), stricter than the real driver,
+# whose lock is made of semaphores lockdep does not see (the default, 0).
+# Set by the lock-order tests, which must see the orders against it.
+PSIM_RM_LOCKDEP=${PSIM_RM_LOCKDEP:-0}
+
 # load_provider: the simulated NVIDIA provider of generation $PSIM_DRIVER.
 load_provider() {
 	case "$PSIM_DRIVER" in
-	"") load nvidia_p2p_sim ;;
-	r525) load nvidia_p2p_sim_r525 ;;
-	*) load nvidia_p2p_sim driver="$PSIM_DRIVER" ;;
+	"") load nvidia_p2p_sim rm_lock_lockdep="$PSIM_RM_LOCKDEP" ;;
+	r525) load nvidia_p2p_sim_r525 rm_lock_lockdep="$PSIM_RM_LOCKDEP" ;;
+	*) load nvidia_p2p_sim driver="$PSIM_DRIVER" rm_lock_lockdep="$PSIM_RM_LOCKDEP" ;;
 	esac
 }
 

@@ -5,13 +5,16 @@
 # invalidate before the mapping lock, the deregistration under it. Every
 # round must finish (no deadlock, no hung task), leave nothing pinned or
 # mapped, and the verdict sees no KASAN/lockdep report.
-#   module_race generation=G peerdirect_support=N [rounds=N]
+#   module_race generation=G peerdirect_support=N [rounds=N] [rm_lockdep=1]
+# rm_lockdep=1: the provider's driver lock is visible to lockdep (module-
+# lockinv, where the report is expected; see lib.sh PSIM_RM_LOCKDEP).
 . /scenarios/lib.sh
 rounds=24
 _args=
 for _a in "$@"; do
 	case "$_a" in
 	rounds=[0-9]*) rounds=${_a#*=} ;;
+	rm_lockdep=1) PSIM_RM_LOCKDEP=1 ;;
 	*) _args="$_args $_a" ;;
 	esac
 done

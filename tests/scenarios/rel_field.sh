@@ -11,15 +11,22 @@
 #                                    returned (the C original touches the
 #                                    freed context)
 #   rel_field.sh bug=double_unmap    dma_unmap/put_pages after an invalidation
-#                                    (modern core, PEER_MEM_INVALIDATE_UNMAPS):
-#                                    the driver freed the page table when the
-#                                    free callback returned; they must not
-#                                    touch it
+#                                    (modern core, PEER_MEM_INVALIDATE_UNMAPS,
+#                                    the invalidation forced between the
+#                                    deregistration's unlock and its
+#                                    dma_unmap): the driver freed the page
+#                                    table when the free callback returned;
+#                                    they must not touch it
 #   rel_field.sh bug=lock_inversion  B1/MOFED 2696789: with the default
 #                                    parameters the client opts into
-#                                    PEER_MEM_INVALIDATE_UNMAPS; cudaFree
-#                                    racing ibv_dereg_mr neither deadlocks
-#                                    nor makes lockdep report
+#                                    PEER_MEM_INVALIDATE_UNMAPS; a cudaFree
+#                                    forced into ibv_dereg_mr's put_pages or
+#                                    ibv_reg_mr's dma_map does not deadlock
+#                                    (the C original does: bounded wait and
+#                                    the hung-task detector)
+#   rel_field.sh bug=reg_deadlock    issue 12: the same for ibv_reg_mr only
+#                                    (cudaFree inside dma_map, the core
+#                                    holding the mapping lock)
 #   rel_field.sh bug=name_conflict   B6: nv_peer_mem/nvidia_peermem (an nv_mem
 #                                    client) loaded first, or loaded after us
 #   rel_field.sh bug=unload_order    B7: unloading in the wrong order with
@@ -83,6 +90,28 @@ silent_load() {
 	rel_pass
 }
 
+# deadlock_shown PHASE: a forced phase hung (phase_race). Lets the hung-task
+# detector name the stuck tasks (timeout cut to 5 s), then silences it (the
+# tasks stay stuck: this must be the boot's last scenario) and fails.
+deadlock_shown() {
+	echo 5 >/proc/sys/kernel/hung_task_timeout_secs 2>/dev/null
+	_i=0
+	while [ $_i -lt 30 ] && ! since_mark_has "blocked for more than"; do
+		sleep 1
+		_i=$((_i + 1))
+	done
+	_hung=$(since_mark | grep -c "blocked for more than")
+	echo 0 >/proc/sys/kernel/hung_task_timeout_secs 2>/dev/null
+	fail "deadlock: cudaFree in phase $1 and the racing operation stuck for ${REL_HANG_S}s ($PHASE_STUCK); hung-task reports: $_hung" $(figures) hang="$1"
+}
+
+# B1 (MOFED 2696789) and the registration window (issue 12): cudaFree forced
+# into a deregistration's put_pages (inside the provider, before its driver
+# lock: the mapping lock is held there where the core unmaps under it) and
+# into a registration's dma_map (same place; the real core holds the mapping
+# lock across registration). A client whose free callback calls the core's
+# invalidate then (it waits for the mapping lock while holding the driver
+# lock) deadlocks with that thread; ours must not.
 lock_inversion() {
 	stack_up_fixtures
 	mark
@@ -91,25 +120,17 @@ lock_inversion() {
 	# shellcheck disable=SC2046
 	load $REL_MOD $(client_params)
 	REL_IDLE_REF=$(refcnt)
-	lockdep_alive || fail "lockdep is off before the test"
-	# One cudaFree (driver lock, then the mapping lock in the invalidation)
-	# and one deregistration (mapping lock, then put_pages) one after the
-	# other: lockdep sees both orders without a real deadlock.
-	for _step in free dereg; do
-		_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
-		va=$(sval va "$_o")
-		_o=$(st mr-reg "$va" 128K) || fail "mr-reg: $_o" $(figures)
-		mr=$(sval mr "$_o")
-		if [ $_step = free ]; then
-			st gpu-free "$va" >/dev/null || fail "cudaFree" $(figures)
-			st mr-dereg "$mr" >/dev/null || fail "dereg of the invalidated MR" $(figures)
-		else
-			st mr-dereg "$mr" >/dev/null || fail "dereg" $(figures)
-			st gpu-free "$va" >/dev/null || fail "cudaFree" $(figures)
-		fi
-		REL_OPS=$((REL_OPS + 4))
+	REL_HANG_S=8
+	for _ph in ${1:-dereg dma_map}; do
+		phase_race "$_ph"
+		[ "$PHASE_RESULT" = missed ] && phase_race "$_ph"
+		[ "$PHASE_RESULT" = hang ] && deadlock_shown "$_ph"
 	done
-	since_mark_has "circular locking dependency" && fail "lockdep reported an inversion" $(figures)
+	if [ "$bug" = reg_deadlock ]; then
+		settle_idle
+		stack_down
+		rel_pass
+	fi
 	since_mark | grep -E "registered peer memory client nv_mem " | grep -q "invalidate unmaps" ||
 		fail "nv_mem did not opt into PEER_MEM_INVALIDATE_UNMAPS by default" $(figures)
 	out=$(st race free dereg --iters 100 --size 128K --jitter-us 400 2>/tmp/race.err)
@@ -117,10 +138,8 @@ lock_inversion() {
 	echo "$out" | sed 's/^/SCENARIO-LOG race: /'
 	last=$(echo "$out" | tail -n 1)
 	[ "$rc" = 0 ] && [ "$(sval result "$last")" = pass ] || fail "race free dereg: $last" $(figures)
-	REL_RACES=$(sval races "$last")
-	REL_OPS=$((REL_OPS + 4 * REL_RACES))
-	since_mark_has "circular locking dependency" && fail "lockdep reported an inversion" $(figures)
-	lockdep_alive || fail "lockdep turned itself off" $(figures)
+	REL_RACES=$((REL_RACES + $(sval races "$last")))
+	REL_OPS=$((REL_OPS + 4 * $(sval races "$last")))
 	settle_idle
 	stack_down
 	kmemleak_check light
@@ -225,13 +244,21 @@ double_unmap() {
 		[ "$(sval client "$_o")" = nv_mem ] ||
 			fail "the MR went to $(sval client "$_o"), not the invalidating nv_mem" $(figures)
 		st hca-write "$mr" 0 64K seed:$i >/dev/null || fail "DMA before cudaFree" $(figures)
-		# cudaFree: the core marks the MR invalidated and leaves the
-		# unmapping to the client; the driver frees the page table.
+		# ibv_dereg_mr stops the notifier (MR marked unmapped, mapping
+		# lock dropped) and, held there, has yet to call dma_unmap and
+		# put_pages; cudaFree now: the core's invalidation leaves the
+		# unmapping to the client, the driver frees the page table, and
+		# then the deregistration calls dma_unmap and put_pages anyway
+		# (the real core does after a completed invalidation no more).
+		w0=$(ctr win_dereg_unlocked)
+		st delay core_dereg_unlocked 600 1 >/dev/null || fail "delay" $(figures)
+		simtest mr-dereg "$mr" >/tmp/dereg.out 2>&1 &
+		dp=$!
+		usleep 300000
 		st gpu-free "$va" >/dev/null || fail "cudaFree" $(figures)
-		[ "$(sval state "$(st mr-query "$mr")")" = invalidated ] ||
-			fail "cudaFree did not invalidate the MR" $(figures)
-		# ibv_dereg_mr: the core still calls dma_unmap and put_pages.
-		st mr-dereg "$mr" >/dev/null || fail "dereg of the invalidated MR" $(figures)
+		wait $dp || fail "dereg racing cudaFree: $(cat /tmp/dereg.out)" $(figures)
+		[ "$(ctr win_dereg_unlocked)" != "$w0" ] ||
+			log "round $i: the cudaFree missed the dereg window"
 		REL_OPS=$((REL_OPS + 5))
 		REL_RACES=$((REL_RACES + 1))
 		[ "$(splats_so_far)" = 0 ] || break
@@ -250,6 +277,7 @@ uaf_window)
 	exec sh /scenarios/rel_race.sh "$@" window=release_in_invalidation variant=invalidate_unlocked rounds=3 ;;
 double_unmap) double_unmap ;;
 lock_inversion) lock_inversion ;;
+reg_deadlock) lock_inversion "pinned dma_map activate" ;;
 name_conflict) name_conflict ;;
 unload_order) unload_order ;;
 *) fail "unknown bug $bug" ;;

@@ -29,6 +29,10 @@ pds=${rel_arg_pds:-$pds}
 pers=${rel_arg_pers:-$pers}
 client=${rel_arg_client:-$client}
 [ "$client" = ref ] && REL_MOD=peermem_refclient
+# rm_lockdep=1: the provider's driver (RM API) lock is one lockdep tracks
+# (nvidia_p2p_sim rm_lock_lockdep=1, stricter than the real driver, whose
+# lock is made of semaphores lockdep does not see). The lock-order tests.
+PSIM_RM_LOCKDEP=${rel_arg_rm_lockdep:-${PSIM_RM_LOCKDEP:-0}}
 
 # Figures, accumulated by the helpers below.
 REL_OPS=0
@@ -117,7 +121,7 @@ stack_down() {
 # without the client.
 stack_up_fixtures() {
 	stack_down
-	load nvidia_p2p_sim
+	load nvidia_p2p_sim rm_lock_lockdep="$PSIM_RM_LOCKDEP"
 	load peerdirect_sim generation="$gen" "$@"
 	load peermem_sim
 	[ -c /dev/peermem_sim ] || fail "/dev/peermem_sim did not appear"
@@ -277,3 +281,150 @@ insmod_refused() {
 }
 
 mark
+
+# cudaFree racing each phase of an MR (the lock-order matrix, issue 12) ------
+#
+# phase_race PHASE: one cudaFree forced into one phase of one MR with the
+# fixtures' delay points, the two racing operations in the background, and a
+# bounded wait: both must end within REL_HANG_S seconds, else the tasks are
+# stuck (a deadlock) and the phase reads "hang" (the VM stays wedged: the
+# caller must stop there). Sets PHASE_RESULT to ok, hang or missed (the
+# window counter did not move: the cudaFree landed outside the window).
+#   get_pages  inside the client's get_pages, the pin made and its callback
+#              armed (provider point p2p_get_pages_done; persistent pins:
+#              p2p_get_pages), the core holding the mapping lock
+#   pinned     between get_pages and dma_map (core_reg_pinned)
+#   dma_map    inside the client's dma_map, in the provider before its
+#              driver lock (p2p_dma_map)
+#   activate   between dma_map and the HCA's activation, the mapping lock
+#              held on return (hca_mr_create)
+#   live       an activated MR
+#   dereg      inside a deregistration's put_pages, in the provider before
+#              its driver lock (p2p_put_pages; under the mapping lock where
+#              the core unmaps under it)
+REL_HANG_S=${REL_HANG_S:-15}
+PHASE_MS=${PHASE_MS:-500}
+
+# _bg_wait PID...: waits for every PID up to REL_HANG_S seconds; returns 1
+# (leaving them) if one is still running then.
+_bg_wait() {
+	_t=0
+	while [ $_t -lt $((REL_HANG_S * 10)) ]; do
+		_alive=0
+		for _p in "$@"; do
+			kill -0 "$_p" 2>/dev/null && _alive=1
+		done
+		[ $_alive = 0 ] && return 0
+		usleep 100000
+		_t=$((_t + 1))
+	done
+	return 1
+}
+
+# _stuck_tasks: the simtest tasks in D state and where they wait.
+_stuck_tasks() {
+	for _d in /proc/[0-9]*; do
+		[ "$(cat "$_d/comm" 2>/dev/null)" = simtest ] || continue
+		_s=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "$_d/status" 2>/dev/null)
+		[ "$_s" = D ] || continue
+		printf '%s(%s: %s) ' "${_d#/proc/}" "$(tr '\0' ' ' <"$_d/cmdline" | cut -d' ' -f2)" \
+			"$(head -n 6 "$_d/stack" 2>/dev/null | sed 's/^\[<[0-9a-f]*>\] //; s/+0x.*//' | tr '\n' '<')"
+	done
+}
+
+phase_race() {
+	_ph=$1
+	_win=
+	_pre=0
+	_point=
+	_count=1
+	case "$_ph" in
+	get_pages)
+		_win=free_in_get_pages
+		# the acquire's probe pins first: the second pass is get_pages
+		_count=2
+		if [ "$pers" = 1 ]; then _point=p2p_get_pages; else _point=p2p_get_pages_done; fi ;;
+	pinned) _win=free_pinned _point=core_reg_pinned ;;
+	dma_map) _win=free_in_dma_map _point=p2p_dma_map ;;
+	activate) _win=free_before_activate _point=hca_mr_create ;;
+	live) _win=free_live _pre=1 ;;
+	dereg) _win=free_in_dereg _pre=1 _point=p2p_put_pages ;;
+	*) fail "no phase $_ph" ;;
+	esac
+	_o=$(st gpu-alloc 256K) || fail "gpu-alloc: $_o" $(figures)
+	_va=$(sval va "$_o")
+	_w0=$(ctr "win_$_win")
+	_mr=
+	if [ $_pre = 1 ]; then
+		_o=$(st mr-reg $((_va + 4096)) 200K) || fail "mr-reg ($_ph): $_o" $(figures)
+		_mr=$(sval mr "$_o")
+	fi
+	[ -z "$_point" ] || st delay "$_point" $PHASE_MS $_count >/dev/null ||
+		fail "delay $_point" $(figures)
+	if [ $_pre = 1 ]; then
+		if [ "$_ph" = dereg ]; then
+			simtest mr-dereg "$_mr" >/tmp/phase.op 2>&1 &
+		else
+			: >/tmp/phase.op
+			sleep 0 &
+		fi
+	else
+		simtest mr-reg $((_va + 4096)) 200K >/tmp/phase.op 2>&1 &
+	fi
+	_op=$!
+	# into the window: the delay's middle (get_pages: its second pass)
+	[ -z "$_point" ] || usleep $(((PHASE_MS * (_count - 1) + PHASE_MS / 2) * 1000))
+	simtest gpu-free "$_va" >/tmp/phase.free 2>&1 &
+	_fr=$!
+	if ! _bg_wait $_op $_fr; then
+		PHASE_RESULT=hang
+		PHASE_STUCK=$(_stuck_tasks)
+		log "phase $_ph: HANG after ${REL_HANG_S}s: $PHASE_STUCK"
+		return 0
+	fi
+	wait $_op
+	_orc=$?
+	wait $_fr || fail "phase $_ph: cudaFree failed: $(cat /tmp/phase.free)" $(figures)
+	st delay clear >/dev/null
+	_state=
+	[ -z "$_mr" ] || [ "$_ph" = dereg ] || _state=$(sval state "$(st mr-query "$_mr")")
+	# what is left: the MR (registered, maybe invalidated) goes
+	[ "$_ph" = dereg ] || {
+		[ -n "$_mr" ] || { [ $_orc = 0 ] && _mr=$(sval mr "$(cat /tmp/phase.op)"); }
+		[ -z "$_mr" ] || st mr-dereg "$_mr" >/dev/null || fail "phase $_ph: dereg of what is left" $(figures)
+	}
+	REL_OPS=$((REL_OPS + 4))
+	REL_RACES=$((REL_RACES + 1))
+	_n=$(($(ctr "win_$_win") - _w0))
+	if [ "$_ph" = live ] && [ "$pers" = 1 ]; then
+		# a persistent pin has no callback: the cudaFree leaves the MR live
+		[ "$_state" = live ] || fail "phase live: a persistent MR is $_state after cudaFree" $(figures)
+		_n=1
+	fi
+	if [ "$_n" = 0 ]; then
+		PHASE_RESULT=missed
+	else
+		PHASE_RESULT=ok
+	fi
+	log "phase $_ph: $PHASE_RESULT (win_$_win +$_n, operation rc $_orc: $(tr '\n' ' ' </tmp/phase.op | head -c 200))"
+	_lc=$(simtest leak-check) || fail "phase $_ph left the stack busy: $_lc" $(figures)
+}
+
+# phase_matrix [PHASE...]: phase_race for each phase (all six by default),
+# stopping at a hang; sets PHASE_FIGURES (p_PHASE=ok|hang|missed ...) and
+# PHASE_HANG (the first phase that hung, or "none").
+PHASES="get_pages pinned dma_map activate live dereg"
+phase_matrix() {
+	PHASE_FIGURES=
+	PHASE_HANG=none
+	for _phase in ${*:-$PHASES}; do
+		phase_race "$_phase"
+		# the cudaFree can miss a window under TCG's timing: once more
+		[ "$PHASE_RESULT" = missed ] && phase_race "$_phase"
+		PHASE_FIGURES="$PHASE_FIGURES p_$_phase=$PHASE_RESULT"
+		if [ "$PHASE_RESULT" = hang ]; then
+			PHASE_HANG=$_phase
+			return 0
+		fi
+	done
+}

@@ -1,35 +1,46 @@
 #!/bin/sh
-# One cell of the lock-order matrix (issue 5): cudaFree racing the
-# deregistration of an MR, for a core generation x peerdirect_support, with
-# persistent_api_support=0 (the invalidating nv_mem client takes the MRs).
-#   rel_lockorder.sh gen=modern|mofed51|legacy pds=0|1
-# Expected (CONTRACT 1.5): lockdep reports the inversion of the provider's
-# driver mutex and the core's per-MR mapping lock exactly where the core
-# calls dma_unmap/put_pages under its mapping lock, i.e. everywhere except
-# the modern core with a client that opted in (pds=0). The legacy core with
-# pds=0 would read the extended tail as function pointers: the load must be
-# refused with a clear message.
+# One cell of the lock-order matrix (issues 5 and 12): a core generation x
+# peerdirect_support x persistent_api_support, with the fixtures' core
+# locking as MOFED's peer_mem.c does (the MR's mapping lock held across
+# get_pages and dma_map, and for an invalidating client until the HCA
+# activates the MR) and the provider's driver lock visible to lockdep
+# (rm_lock_lockdep=1: stricter than the real driver, whose RM API lock is
+# made of semaphores lockdep cannot see).
+#   rel_lockorder.sh gen=modern|mofed51|legacy pds=0|1 [pers=0|1]
 #
-# Both lock orders are taken deterministically, one after the other on two
-# MRs (cudaFree: driver mutex -> free callback -> invalidate -> mapping lock;
-# ibv_dereg_mr: mapping lock -> put_pages -> driver mutex), which is what
-# lockdep needs to see the cycle without the VM actually deadlocking. Where
-# no report is expected, the two operations then also race for real on the
-# same MR, many rounds, and lockdep must still be validating at the end.
-# The suite of an expected cell declares
+# Lockdep. Both lock orders are taken one after the other on two MRs
+# (cudaFree: driver lock -> free callback -> invalidate -> mapping lock;
+# registration: mapping lock -> get_pages/dma_map -> driver lock; and where
+# the core unmaps under its mapping lock, ibv_dereg_mr: mapping lock ->
+# put_pages -> driver lock). With an invalidating client (pers=0) lockdep
+# therefore reports the cycle on EVERY core: the registration's order exists
+# on the modern core too (class-level: all MRs share one lock class). With
+# persistent_api_support=1 there is no invalidation, no driver lock ->
+# mapping lock order, and lockdep must stay quiet.
+#
+# Deadlock. Whether a reported cycle can deadlock is decided by forcing a
+# cudaFree into each phase of an MR (rel_lib.sh's phase_race: during
+# get_pages, between get_pages and dma_map, inside dma_map, between dma_map
+# and activation, live, inside a deregistration's put_pages) with a bounded
+# wait: "hang" means tasks stuck in D state (a real deadlock). The client
+# under test must never hang. The legacy core with pds=0 would read the
+# extended tail as function pointers: the load must be refused.
+# Lockdep reports only once a boot: a cell with pers=0 runs last in its
+# boot (after any pers=1 cell), and its suite declares
 #   expect_splat lockdep "possible circular locking dependency"
-# and runs nothing else, so the report can hide no other splat.
 . /scenarios/lib.sh
+PSIM_RM_LOCKDEP=1
 . /scenarios/rel_lib.sh
-pers=0
+pers=${rel_arg_pers:-0}
 
-case "$gen,$pds" in
-modern,0) expect=clean ;;
-legacy,0) expect=refused ;;
-modern,1 | mofed51,0 | mofed51,1 | legacy,1) expect=inversion ;;
-*) fail "no matrix cell gen=$gen pds=$pds" ;;
+case "$gen,$pds,$pers" in
+legacy,0,*) expect=refused ;;
+*,*,1) expect=clean ;;
+modern,0,0) expect=class ;;
+modern,1,0 | mofed51,0,0 | mofed51,1,0 | legacy,1,0) expect=inversion ;;
+*) fail "no matrix cell gen=$gen pds=$pds pers=$pers" ;;
 esac
-log "matrix cell gen=$gen peerdirect_support=$pds: expected $expect"
+log "matrix cell gen=$gen peerdirect_support=$pds persistent_api_support=$pers: expected $expect"
 
 if [ "$expect" = refused ]; then
 	stack_up_fixtures
@@ -43,26 +54,28 @@ if [ "$expect" = refused ]; then
 		fail "the module's refusal does not tell a legacy core's user to load with peerdirect_support=1" $(figures)
 	log "refusal explained by: $(since_mark | grep -E 'nvidia_peermem_rs|peerdirect_sim' | tr '\n' ' ')"
 	stack_down
-	rel_pass cell="$gen/pds=$pds" expected=refused lockdep=not-loaded
+	rel_pass cell="$gen/pds=$pds/pers=$pers" expected=refused lockdep=not-loaded hang=none
 fi
 
 lockdep_alive || fail "lockdep is already off before the cell ran (an earlier report?)"
 stack_up
 mark
+want=nv_mem
+[ "$pers" = 1 ] || want="nv_mem (invalidating)"
 
-# reg_mr SIZE: sets va, mr; the invalidating client must take it.
+# reg_mr SIZE: sets va, mr; the client under test must take it.
 reg_mr() {
 	_o=$(st gpu-alloc "$1") || fail "gpu-alloc: $_o" $(figures)
 	va=$(sval va "$_o")
 	_o=$(st mr-reg "$va" "$1") || fail "mr-reg: $_o" $(figures)
 	mr=$(sval mr "$_o")
 	[ "$(sval client "$_o")" = nv_mem ] ||
-		fail "the MR went to $(sval client "$_o"), not the invalidating nv_mem" $(figures)
+		fail "the MR went to $(sval client "$_o"), not $want" $(figures)
 	REL_OPS=$((REL_OPS + 2))
 }
 
-# Free path first (driver mutex -> mapping lock), then a dereg (mapping lock
-# -> put_pages -> driver mutex where the core unmaps under the lock).
+# Registration (mapping lock -> driver lock), cudaFree (driver lock ->
+# mapping lock, invalidating client only), deregistration.
 reg_mr 128K
 va_a=$va
 mr_a=$mr
@@ -70,15 +83,44 @@ reg_mr 128K
 va_b=$va
 mr_b=$mr
 st gpu-free "$va_a" >/dev/null || fail "cudaFree" $(figures)
-state=$(st mr-query "$mr_a")
-[ "$(sval state "$state")" = invalidated ] || fail "cudaFree did not invalidate the MR ($state)" $(figures)
+state=$(sval state "$(st mr-query "$mr_a")")
+if [ "$pers" = 1 ]; then
+	[ "$state" = live ] || fail "a persistent MR is $state after cudaFree" $(figures)
+else
+	[ "$state" = invalidated ] || fail "cudaFree did not invalidate the MR ($state)" $(figures)
+fi
 st mr-dereg "$mr_b" >/dev/null || fail "dereg" $(figures)
-st mr-dereg "$mr_a" >/dev/null || fail "dereg of the invalidated MR" $(figures)
+st mr-dereg "$mr_a" >/dev/null || fail "dereg of the cudaFree'd MR" $(figures)
 st gpu-free "$va_b" >/dev/null || fail "cudaFree" $(figures)
 REL_OPS=$((REL_OPS + 5))
 REL_RACES=1
 
+report=$(since_mark | grep -c "possible circular locking dependency")
+edge=-
 if [ "$expect" = clean ]; then
+	[ "$report" = 0 ] || fail "lockdep reported a cycle without invalidation" $(figures)
+	lockdep_alive || fail "lockdep turned itself off (it reported something)" $(figures)
+	verdict=clean
+else
+	[ "$report" -ge 1 ] || fail "lockdep did not report the mapping lock / driver lock cycle" $(figures) lockdep=clean
+	rep=$(since_mark | sed -n '/possible circular locking dependency/,/other info that might help/p')
+	echo "$rep" | grep -q "mapping_lock" || fail "the lockdep report does not name the mapping lock" $(figures)
+	echo "$rep" | grep -q "driver_lock" || fail "the lockdep report does not name the driver lock" $(figures)
+	# which path gave lockdep the mapping lock -> driver lock order
+	if echo "$rep" | grep -q "psim_core_mr_reg"; then
+		edge=registration
+	elif echo "$rep" | grep -q "psim_core_mr_dereg"; then
+		edge=dereg
+	else
+		edge=other
+	fi
+	REL_EXPECTED_RE='possible circular locking dependency'
+	verdict=reported
+fi
+
+if [ "$expect" = class ]; then
+	# jittered real races of cudaFree and deregistration (lockdep is off
+	# now: they must just all finish)
 	out=$(st race free dereg --iters 100 --size 128K --jitter-us 300 2>/tmp/race.err)
 	rc=$?
 	echo "$out" | sed 's/^/SCENARIO-LOG race: /'
@@ -88,20 +130,17 @@ if [ "$expect" = clean ]; then
 	REL_OPS=$((REL_OPS + 400))
 fi
 
-report=$(since_mark | grep -c "possible circular locking dependency")
-if [ "$expect" = inversion ]; then
-	[ "$report" -ge 1 ] || fail "lockdep did not report the inversion this core has" $(figures) lockdep=clean
-	# The report must be about the two locks of the contract.
-	rep=$(since_mark | sed -n '/possible circular locking dependency/,/other info that might help/p')
-	echo "$rep" | grep -q "mapping_lock" || fail "the lockdep report does not name the mapping lock" $(figures)
-	echo "$rep" | grep -q "driver_lock" || fail "the lockdep report does not name the driver mutex" $(figures)
-	REL_EXPECTED_RE='possible circular locking dependency'
-	verdict=reported
-else
-	[ "$report" = 0 ] || fail "lockdep reported an inversion where the contract says there is none" $(figures)
-	lockdep_alive || fail "lockdep turned itself off (it reported something)" $(figures)
-	verdict=clean
+# the forced interleavings: can the reported cycle deadlock? Persistent
+# pins have no callback: shorter windows do (VM time)
+[ "$pers" = 1 ] && PHASE_MS=300
+phase_matrix
+# shellcheck disable=SC2086
+if [ "$PHASE_HANG" != none ]; then
+	log "MATRIX gen=$gen peerdirect_support=$pds persistent_api_support=$pers lockdep=$verdict edge=$edge deadlock=$PHASE_HANG$PHASE_FIGURES"
+	fail "deadlock: cudaFree in phase $PHASE_HANG left tasks stuck: $PHASE_STUCK" $(figures) \
+		expected="$expect" lockdep="$verdict" edge=$edge hang="$PHASE_HANG" $PHASE_FIGURES
 fi
 settle_idle
-log "MATRIX gen=$gen peerdirect_support=$pds expected=$expect lockdep=$verdict"
-rel_pass cell="$gen/pds=$pds" expected="$expect" lockdep="$verdict"
+log "MATRIX gen=$gen peerdirect_support=$pds persistent_api_support=$pers lockdep=$verdict edge=$edge deadlock=none$PHASE_FIGURES"
+# shellcheck disable=SC2086
+rel_pass cell="$gen/pds=$pds/pers=$pers" expected="$expect" lockdep="$verdict" edge=$edge hang=none $PHASE_FIGURES

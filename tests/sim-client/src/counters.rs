@@ -4,7 +4,7 @@
 use crate::uapi::{PsimCounters, PsimLeakCheck, PsimPhaseTimes, PSIM_PHASE_NAMES};
 
 /// Every counter of `struct psim_counters` (reserved words excluded), by name.
-pub fn counter_fields(c: &PsimCounters) -> [(&'static str, u64); 23] {
+pub fn counter_fields(c: &PsimCounters) -> [(&'static str, u64); 29] {
     [
         ("gpu_allocs_live", c.gpu_allocs_live),
         ("gpu_bytes_live", c.gpu_bytes_live),
@@ -29,6 +29,12 @@ pub fn counter_fields(c: &PsimCounters) -> [(&'static str, u64); 23] {
         ("win_dereg_unlocked", c.win_dereg_unlocked),
         ("win_put_release", c.win_put_release),
         ("win_release_in_invalidation", c.win_release_in_invalidation),
+        ("win_free_in_get_pages", c.win_free_in_get_pages),
+        ("win_free_pinned", c.win_free_pinned),
+        ("win_free_in_dma_map", c.win_free_in_dma_map),
+        ("win_free_before_activate", c.win_free_before_activate),
+        ("win_free_live", c.win_free_live),
+        ("win_free_in_dereg", c.win_free_in_dereg),
     ]
 }
 

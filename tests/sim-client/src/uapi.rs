@@ -142,7 +142,14 @@ pub struct PsimCounters {
     pub win_dereg_unlocked: u64,
     pub win_put_release: u64,
     pub win_release_in_invalidation: u64,
-    pub reserved: [u64; 9],
+    // cudaFree racing each phase of an MR (lock-order matrix)
+    pub win_free_in_get_pages: u64,
+    pub win_free_pinned: u64,
+    pub win_free_in_dma_map: u64,
+    pub win_free_before_activate: u64,
+    pub win_free_live: u64,
+    pub win_free_in_dereg: u64,
+    pub reserved: [u64; 3],
 }
 
 /// `struct psim_leak_check`: what is left (all zero = no leak).
@@ -290,7 +297,8 @@ const _: () = assert!(offset_of!(PsimDelay, count) == 36);
 const _: () = assert!(size_of::<PsimCounters>() == 256);
 const _: () = assert!(offset_of!(PsimCounters, clients_registered) == 64);
 const _: () = assert!(offset_of!(PsimCounters, faults_injected) == 136);
-const _: () = assert!(offset_of!(PsimCounters, reserved) == 184);
+const _: () = assert!(offset_of!(PsimCounters, win_free_in_get_pages) == 184);
+const _: () = assert!(offset_of!(PsimCounters, reserved) == 232);
 const _: () = assert!(size_of::<PsimLeakCheck>() == 40);
 const _: () = assert!(size_of::<PsimProviderConfig>() == 24);
 const _: () = assert!(offset_of!(PsimProviderConfig, persistent_supported) == 16);

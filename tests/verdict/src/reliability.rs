@@ -42,6 +42,16 @@ pub struct Row {
     pub caught: String,
 }
 
+/// The phases of an MR a cudaFree is forced into (rel_lib.sh's phase_race).
+const PHASES: &[&str] = &[
+    "get_pages",
+    "pinned",
+    "dma_map",
+    "activate",
+    "live",
+    "dereg",
+];
+
 /// One cell of the lock-order matrix (from `rel_lockorder`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Cell {
@@ -49,11 +59,24 @@ pub struct Cell {
     pub gen: String,
     /// `peerdirect_support`.
     pub pds: String,
-    /// What the contract predicts: `inversion`, `clean` or `refused`.
+    /// `persistent_api_support`.
+    pub pers: String,
+    /// What the contract predicts: `inversion` (a mapping lock -> driver
+    /// lock order in deregistration as well), `class` (only the
+    /// registration's order: a class-level cycle), `clean` or `refused`.
     pub expected: String,
     /// What lockdep / the load said: `reported`, `clean`, `not-loaded`, or
     /// `?` when the scenario failed before it could tell.
     pub observed: String,
+    /// The path lockdep's report names for the mapping lock -> driver lock
+    /// order (`registration`, `dereg`), `-` without a report.
+    pub edge: String,
+    /// The phase whose forced cudaFree left tasks stuck (a real deadlock),
+    /// or `none`.
+    pub hang: String,
+    /// Each forced phase: `ok` (no hang, window reached), `missed` (the
+    /// window counter did not move), `hang`, `-` (not run).
+    pub phases: Vec<(String, String)>,
     /// `pass` or `fail` (the row's result).
     pub result: String,
 }
@@ -194,11 +217,30 @@ pub fn build(verdicts: &[SuiteVerdict]) -> Report {
                     .to_string()
             };
             let fig = |key: &str| r.figures.get(key).cloned().unwrap_or_else(|| "?".into());
+            let pers = match arg("pers").as_str() {
+                "?" => "0".to_string(),
+                p => p.to_string(),
+            };
+            let phases = PHASES
+                .iter()
+                .map(|p| {
+                    let v = r
+                        .figures
+                        .get(&format!("p_{p}"))
+                        .cloned()
+                        .unwrap_or_else(|| "-".into());
+                    (p.to_string(), v)
+                })
+                .collect();
             Cell {
                 gen: arg("gen"),
                 pds: arg("pds"),
+                pers,
                 expected: fig("expected"),
                 observed: fig("lockdep"),
+                edge: r.figures.get("edge").cloned().unwrap_or_else(|| "-".into()),
+                hang: fig("hang"),
+                phases,
                 result: r.result.clone(),
             }
         })
@@ -210,7 +252,9 @@ pub fn build(verdicts: &[SuiteVerdict]) -> Report {
         "legacy" => 2,
         _ => 3,
     };
-    lock_order_matrix.sort_by(|a, b| (core_rank(&a.gen), &a.pds).cmp(&(core_rank(&b.gen), &b.pds)));
+    lock_order_matrix.sort_by(|a, b| {
+        (core_rank(&a.gen), &a.pds, &a.pers).cmp(&(core_rank(&b.gen), &b.pds, &b.pers))
+    });
 
     let mut totals = BTreeMap::new();
     for key in FIGURES {
@@ -301,21 +345,33 @@ pub fn render(report: &Report) -> String {
         t("splats")
     ));
     if !report.lock_order_matrix.is_empty() {
-        out.push_str("\n== lock-order matrix (cudaFree vs dereg, persistent_api_support=0) ==\n");
+        out.push_str(
+            "\n== lock-order matrix (cudaFree racing each phase of an MR; lockdep sees the driver lock) ==\n",
+        );
         out.push_str(&format!(
-            "{:<8} {:<4} {:<10} {:<11} {}\n",
-            "core", "pds", "expected", "observed", "result"
+            "{:<8} {:<4} {:<5} {:<10} {:<11} {:<13} {:<9}",
+            "core", "pds", "pers", "expected", "lockdep", "edge", "deadlock"
         ));
+        for p in PHASES {
+            out.push_str(&format!(" {p:<9}"));
+        }
+        out.push_str(" result\n");
         for c in &report.lock_order_matrix {
             out.push_str(&format!(
-                "{:<8} {:<4} {:<10} {:<11} {}\n",
-                c.gen,
-                c.pds,
-                c.expected,
-                c.observed,
-                c.result.to_uppercase()
+                "{:<8} {:<4} {:<5} {:<10} {:<11} {:<13} {:<9}",
+                c.gen, c.pds, c.pers, c.expected, c.observed, c.edge, c.hang
             ));
+            for (_, v) in &c.phases {
+                out.push_str(&format!(" {v:<9}"));
+            }
+            out.push_str(&format!(" {}\n", c.result.to_uppercase()));
         }
+        out.push_str(
+            "lockdep: reported = the mapping lock / driver lock cycle (edge: the path of the \
+             mapping lock -> driver lock order lockdep names); deadlock: the phase whose forced \
+             cudaFree left tasks stuck, none = every forced interleaving finished (a class-level \
+             report that cannot deadlock for this client)\n",
+        );
     }
     out.push_str(&format!(
         "reliability: {} passed, {} failed\n",
@@ -466,6 +522,35 @@ mod tests {
         let c = &r.lock_order_matrix[1];
         assert_eq!((c.observed.as_str(), c.result.as_str()), ("?", "fail"));
         assert!(render(&r).contains("lock-order matrix"));
+    }
+
+    #[test]
+    fn lock_order_matrix_phases() {
+        let v = verdict(
+            "rel-lockorder-modern-pds1",
+            "expect_splat lockdep \"possible circular locking dependency\"\n\
+             scenario rel_lockorder gen=modern pds=1 pers=1\n\
+             scenario rel_lockorder gen=modern pds=1\n",
+            "SCENARIO-RESULT rel_lockorder[gen=modern,pds=1,pers=1] pass expected=clean \
+             lockdep=clean edge=- hang=none p_get_pages=ok p_pinned=ok p_dma_map=ok \
+             p_activate=ok p_live=ok p_dereg=ok\n\
+             WARNING: possible circular locking dependency detected\n\
+             SCENARIO-RESULT rel_lockorder[gen=modern,pds=1] fail expected=inversion \
+             lockdep=reported edge=registration hang=dma_map p_get_pages=ok p_pinned=ok \
+             p_dma_map=hang reason=deadlock\nPEERMEM-SUITE-DONE rel-lockorder-modern-pds1\n",
+        );
+        let r = build(&[v]);
+        assert_eq!(r.lock_order_matrix.len(), 2);
+        let c = &r.lock_order_matrix[0];
+        assert_eq!((c.pers.as_str(), c.hang.as_str()), ("0", "dma_map"));
+        assert_eq!(c.edge, "registration");
+        assert_eq!(c.phases[2], ("dma_map".to_string(), "hang".to_string()));
+        assert_eq!(c.phases[3], ("activate".to_string(), "-".to_string()));
+        assert_eq!(c.result, "fail");
+        let c = &r.lock_order_matrix[1];
+        assert_eq!((c.pers.as_str(), c.observed.as_str()), ("1", "clean"));
+        assert!(c.phases.iter().all(|(_, v)| v == "ok"));
+        assert!(render(&r).contains("deadlock"));
     }
 
     #[test]
