@@ -150,7 +150,7 @@ run_vm() {
 	echo "bench: $k kernel: VM done in $(($(date +%s) - start))s (suite verdict rc $rc)" >&2
 	local debug_opts
 	debug_opts=$(grep -E '^CONFIG_(KASAN|PROVE_LOCKING|DEBUG_SPINLOCK|DMA_API_DEBUG|DEBUG_KMEMLEAK|FAILSLAB|DEBUG_LIST|DETECT_HUNG_TASK)=y' \
-		"$kdir/.config" | sed 's/^CONFIG_//; s/=y//' | tr '\n' ' ' | sed 's/ $//')
+		"$kdir/.config" | sed 's/^CONFIG_//; s/=y//' | tr '\n' ' ' | sed 's/ $//' || true)
 	{
 		printf '{"date":"%s","git":"%s","profile":"%s","suite":"%s","clock":"%s",' \
 			"$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
@@ -196,7 +196,7 @@ first=1
 for k in $kernels; do
 	dir=$(outdir "$k")
 	echo
-	if [ $first = 1 ]; then
+	if [ $first = 1 ] && [ "$k" = production ]; then
 		echo "######## $k kernel (headline) ########"
 	else
 		echo "######## $k kernel ########"
