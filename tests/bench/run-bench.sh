@@ -127,7 +127,7 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 # run_vm KERNEL: pack its initramfs, boot the suite, write meta.json and
 # raw.jsonl; exit status the suite's verdict.
 run_vm() {
-	local k=$1 kdir modules= dir
+	local k=$1 kdir modules="" dir
 	dir=$(outdir "$k")
 	mkdir -p "$dir"
 	case $k in
