@@ -7,13 +7,15 @@
 #   make check      the fast loop while working: host tests, lint, build, one VM boot
 #   make deps       install the Debian packages and tools (run by demo/test)
 #   make vm-test SUITE=name   build and boot one suite of tests/vm/suites/
-#   make bench      the in-VM benchmarks (see README)
+#   make bench      the in-VM benchmarks on the production and the debug kernel
+#                   (see tests/bench/README.md)
+#   make bench-kernel  build (or find cached) the production-config bench kernel
 #   make soak       boot each race/stress suite SOAK_N (20) times, fresh seeds
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
 RESULTS ?= $(CURDIR)/results
 
-.PHONY: all module modules clean deps test check demo vm-test bench soak test-kernel clippy fmt-check
+.PHONY: all module modules clean deps test check demo vm-test bench bench-kernel soak test-kernel clippy fmt-check
 
 all: module
 
@@ -29,6 +31,9 @@ deps:
 
 test-kernel: deps
 	tests/kernel/build-kernel.sh
+
+bench-kernel: deps
+	tests/kernel/build-kernel.sh bench
 
 test: deps
 	RESULTS=$(RESULTS) tests/run-tests.sh

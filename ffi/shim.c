@@ -35,6 +35,17 @@ void pm_shim_sg_set_dma(struct scatterlist *sg, dma_addr_t addr,
 	sg_dma_len(sg) = len;
 }
 
+unsigned int pm_shim_sg_fill_pages(struct scatterlist *sgl, const u64 *addrs,
+				   unsigned int n, unsigned int len)
+{
+	struct scatterlist *sg = sgl;
+	unsigned int i;
+
+	for (i = 0; i < n && sg; i++, sg = sg_next(sg))
+		pm_shim_sg_set_dma(sg, addrs[i], len);
+	return i;
+}
+
 dma_addr_t pm_shim_sg_dma_address(struct scatterlist *sg)
 {
 	return sg_dma_address(sg);

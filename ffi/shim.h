@@ -20,6 +20,16 @@ struct pci_dev *pm_shim_to_pci_dev(struct device *dev);
 void pm_shim_sg_set_dma(struct scatterlist *sg, dma_addr_t addr,
 			unsigned int len);
 
+/*
+ * The first @n entries of @sgl (a table from sg_alloc_table) as
+ * pm_shim_sg_set_dma(sg, @addrs[i], @len) sets them, in one call: the walk
+ * (sg_next) and the stores of every entry without two calls per entry.
+ * Returns the number of entries filled (fewer than @n if the table is
+ * shorter).
+ */
+unsigned int pm_shim_sg_fill_pages(struct scatterlist *sgl, const u64 *addrs,
+				   unsigned int n, unsigned int len);
+
 /* sg_dma_address(sg) and sg_dma_len(sg). */
 dma_addr_t pm_shim_sg_dma_address(struct scatterlist *sg);
 unsigned int pm_shim_sg_dma_len(struct scatterlist *sg);

@@ -35,6 +35,18 @@ impl<'a> SgPlan<'a> {
     }
 }
 
+impl SgPlan<'_> {
+    /// The number of entries the plan makes: one per GPU page unless it
+    /// coalesces (then it walks the addresses to count the runs).
+    pub(crate) fn entries(&self) -> usize {
+        if self.coalesce {
+            self.clone().count()
+        } else {
+            self.addresses.len()
+        }
+    }
+}
+
 impl Iterator for SgPlan<'_> {
     type Item = (u64, u64);
 
@@ -77,7 +89,7 @@ unsafe impl Send for SgTable {}
 impl SgTable {
     /// Allocates and fills a table with the entries of `plan`.
     pub(crate) fn build(plan: SgPlan<'_>) -> Result<Self> {
-        let entries = u32::try_from(plan.clone().count()).map_err(|_| EINVAL)?;
+        let entries = u32::try_from(plan.entries()).map_err(|_| EINVAL)?;
         if entries == 0 {
             return Err(EINVAL);
         }
@@ -95,6 +107,20 @@ impl SgTable {
             nents: table.nents,
             orig_nents: table.orig_nents,
         };
+        if !plan.coalesce {
+            // One entry per GPU page: filled by the shim in one call.
+            let len = u32::try_from(plan.page_size).map_err(|_| EINVAL)?;
+            // SAFETY: `sgl` is the table `sg_alloc_table` set up with
+            // `entries` entries; `plan.addresses` has `entries` elements,
+            // readable for the call.
+            let filled = unsafe {
+                sys::pm_shim_sg_fill_pages(this.sgl.as_ptr(), plan.addresses.as_ptr(), entries, len)
+            };
+            if filled != entries {
+                return Err(EINVAL);
+            }
+            return Ok(this);
+        }
         let mut sg = this.sgl.as_ptr();
         for (address, len) in plan {
             if sg.is_null() {

@@ -1,20 +1,37 @@
 #!/usr/bin/env bash
-# `make bench`: build everything, boot the bench suite in the test VM, collect
-# the BENCH-RESULT lines of its console, and report (table on the terminal,
-# JSON and PNG under $RESULTS/bench). How to read it: tests/bench/README.md.
+# `make bench`: build everything, boot the bench suite in the VM on each
+# kernel, collect the BENCH-RESULT lines of the consoles, and report (a
+# table per kernel on the terminal, JSON and PNG under $RESULTS/bench). How
+# to read it: tests/bench/README.md.
+#
+# Two kernels (issue 15):
+#   production  the bench kernel (tests/kernel/bench.fragment: the test
+#               kernel's configuration with every debug facility off); the
+#               headline. Results under $RESULTS/bench/production/.
+#   debug       the test kernel (KASAN, lockdep, DMA-API debugging, ...).
+#               Results under $RESULTS/bench/ as before.
+# Each kernel gets its own build of the modules: the debug one the in-tree
+# build (tests/build-all.sh, the one make test uses), the production one a
+# copy of the sources under build/bench-production/.
 #
 #   RESULTS=DIR             output root (default: <repo>/results)
+#   BENCH_KERNELS="production debug"  which kernels, in this order (default both)
 #   BENCH_PROFILE=quick     few iterations: a smoke test of the pipeline
 #   BENCH_SUITE=FILE        another suite file (e.g. one adding coalesce_sg=1)
 #   BENCH_CLOCK=icount      (default) QEMU -icount shift=0,sleep=off: guest
 #                           time = 1 ns per emulated instruction, immune to
 #                           the host's load; wall: plain TCG, host time
+#   BENCH_PARALLEL=1        (default) both kernels' VMs at once (under icount
+#                           the figures do not depend on it); 0: one by one
 #
-# Exit status: 0 when the suite ran green (every bench ran, no splat, no
-# leak) and the report was written; the figures themselves never fail it.
+# Exit status: 0 when the suite ran green on every kernel (every bench ran,
+# no splat, no leak) and the reports were written; the figures themselves
+# never fail it.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$repo"
+# shellcheck source=../kernel/toolchain.sh
+. tests/kernel/toolchain.sh
 results=${RESULTS:-$repo/results}
 out="$results/bench"
 profile=${BENCH_PROFILE:-full}
@@ -36,80 +53,166 @@ wall) qemu_extra= ;;
 	exit 2
 	;;
 esac
-name=$(basename "$suite" .suite)
-mkdir -p "$out"
-
-echo "bench: building (kernel cached, fixtures, module, simtest, report)" >&2
-kdir=$(tests/build-all.sh)
-cargo build -q --release -p bench-report >&2
-for ko in tests/fixtures/nvidia_p2p_sim.ko tests/fixtures/peerdirect_sim.ko \
-	tests/fixtures/peermem_sim.ko tests/fixtures/peermem_refclient.ko nvidia_peermem_rs.ko; do
-	[ -f "$ko" ] || { echo "run-bench: $ko was not built" >&2; exit 1; }
+kernels=${BENCH_KERNELS:-production debug}
+for k in $kernels; do
+	case $k in
+	production | debug) ;;
+	*)
+		echo "run-bench: BENCH_KERNELS takes production and/or debug, not '$k'" >&2
+		exit 2
+		;;
+	esac
 done
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+name=$(basename "$suite" .suite)
 if [ "$(cd "$(dirname "$suite")" && pwd)" != "$repo/tests/bench" ]; then
 	# the initramfs takes bench suites from tests/bench only
 	echo "run-bench: $suite must live in tests/bench/" >&2
 	exit 2
 fi
-tests/vm/mkinitramfs.sh "$work/initramfs.cpio.gz" "$kdir" >&2
+mkdir -p "$out"
+jobs=$(nproc)
 
-# The runner, with the extra QEMU arguments: through its
-# PEERMEM_QEMU_EXTRA hook when it has one (tests/vm/NEEDS-bench.md), else
-# through a copy with them added to its QEMU command line.
-runner=tests/vm/run-suite.sh
-if [ -n "$qemu_extra" ] && ! grep -q PEERMEM_QEMU_EXTRA "$runner"; then
-	mkdir -p "$work/vm"
-	sed "s|^repo=.*|repo=\"$repo\"|; s|-append \"\$cmdline\"|$qemu_extra &|" \
-		"$runner" > "$work/vm/run-suite.sh"
-	chmod +x "$work/vm/run-suite.sh"
-	if grep -q -- "$qemu_extra" "$work/vm/run-suite.sh"; then
-		runner=$work/vm/run-suite.sh
-	else
-		echo "run-bench: cannot add $qemu_extra to $runner: timing by the wall clock" >&2
-		clock=wall
-	fi
-fi
+# outdir KERNEL: where a kernel's results go
+outdir() {
+	case $1 in
+	debug) echo "$out" ;;
+	*) echo "$out/$1" ;;
+	esac
+}
 
+# build_copy KDIR DIR: the fixtures the bench loads and the module, built
+# against KDIR in a copy of their sources at DIR (sources only, mtimes kept:
+# an unchanged tree rebuilds nothing; the in-tree objects stay the test
+# kernel's).
+build_copy() {
+	local kdir=$1 dst=$2
+	mkdir -p "$dst"
+	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' --exclude='*.ko' \
+		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \
+		--exclude='Module.symvers' --exclude='modules.order' \
+		--exclude='tests/fixtures/r525' --exclude='tests/fixtures/driver-copy' \
+		Kbuild kmod ffi tests/fixtures | tar -C "$dst" -xf -
+	make -s -C "$kdir" M="$dst/tests/fixtures" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" \
+		FIXTURES_ONLY="nvidia_p2p_sim.o peerdirect_sim.o peermem_sim.o peermem_refclient.o" \
+		modules >&2
+	make -s -C "$kdir" M="$dst" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" \
+		"KBUILD_EXTRA_SYMBOLS=$dst/tests/fixtures/Module.symvers" modules 2>&1 |
+		grep -v "^nvidia_peermem_rs:" >&2 || true
+	for ko in tests/fixtures/nvidia_p2p_sim.ko tests/fixtures/peerdirect_sim.ko \
+		tests/fixtures/peermem_sim.ko tests/fixtures/peermem_refclient.ko nvidia_peermem_rs.ko; do
+		[ -f "$dst/$ko" ] || { echo "run-bench: $dst/$ko was not built" >&2; exit 1; }
+	done
+}
+
+echo "bench: building (kernels cached, fixtures, module, simtest, report)" >&2
+kdir_debug=$(tests/build-all.sh)
+cargo build -q --release -p bench-report >&2
+for ko in tests/fixtures/nvidia_p2p_sim.ko tests/fixtures/peerdirect_sim.ko \
+	tests/fixtures/peermem_sim.ko tests/fixtures/peermem_refclient.ko nvidia_peermem_rs.ko; do
+	[ -f "$ko" ] || { echo "run-bench: $ko was not built" >&2; exit 1; }
+done
+kdir_production=
+case " $kernels " in
+*" production "*)
+	kdir_production=$(tests/kernel/build-kernel.sh bench)
+	echo "bench: fixtures and module for the production kernel (build/bench-production)" >&2
+	build_copy "$kdir_production" "$repo/build/bench-production"
+	;;
+esac
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "bench: booting suite $name, clock $clock (takes minutes: TCG)" >&2
-start=$(date +%s)
-set +e
-PEERMEM_QEMU_EXTRA=$qemu_extra "$runner" "$suite" "$work/initramfs.cpio.gz" "$kdir" "$out" >&2
-suite_rc=$?
-set -e
-echo "bench: VM done in $(( $(date +%s) - start ))s (suite verdict rc $suite_rc)" >&2
 
-# what the figures were measured on
-{
-	printf '{"date":"%s","git":"%s","profile":"%s","suite":"%s","clock":"%s",' \
-		"$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
-		"$profile" "$name" "$clock"
-	printf '"host_cpus":%s,"host_load_before":"%s","host_load_after":"%s","qemu":"%s",' \
-		"$(nproc)" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" \
-		"$(qemu-system-x86_64 --version | head -n 1 | tr -d '"')"
-	printf '"vm":"q35 TCG, 2 vCPUs, %s MiB","kernel":"%s","kernel_debug":"%s"}\n' \
-		"$(sed -n 's/^memory[[:space:]]*\([0-9]*\).*/\1/p' "$suite" | head -n 1)" \
-		"$(cat "$kdir/include/config/kernel.release")" \
-		"$(grep -E '^CONFIG_(KASAN|PROVE_LOCKING|DEBUG_SPINLOCK|DMA_API_DEBUG|DEBUG_KMEMLEAK|FAILSLAB)=y' "$kdir/.config" |
-			sed 's/^CONFIG_//; s/=y//' | tr '\n' ' ' | sed 's/ $//')"
-} > "$out/meta.json"
+# run_vm KERNEL: pack its initramfs, boot the suite, write meta.json and
+# raw.jsonl; exit status the suite's verdict.
+run_vm() {
+	local k=$1 kdir modules="" dir
+	dir=$(outdir "$k")
+	mkdir -p "$dir"
+	case $k in
+	debug) kdir=$kdir_debug ;;
+	production)
+		kdir=$kdir_production
+		modules=$repo/build/bench-production
+		;;
+	esac
+	PEERMEM_VM_MODULES=$modules tests/vm/mkinitramfs.sh "$work/$k.cpio.gz" "$kdir" >&2
+	echo "bench: $k kernel: booting suite $name, clock $clock (takes minutes: TCG)" >&2
+	local start rc
+	start=$(date +%s)
+	set +e
+	PEERMEM_QEMU_EXTRA=$qemu_extra tests/vm/run-suite.sh "$suite" "$work/$k.cpio.gz" \
+		"$kdir" "$dir" >"$work/$k.vm.log" 2>&1
+	rc=$?
+	set -e
+	sed "s/^/[$k] /" "$work/$k.vm.log" >&2
+	echo "bench: $k kernel: VM done in $(($(date +%s) - start))s (suite verdict rc $rc)" >&2
+	local debug_opts
+	debug_opts=$(grep -E '^CONFIG_(KASAN|PROVE_LOCKING|DEBUG_SPINLOCK|DMA_API_DEBUG|DEBUG_KMEMLEAK|FAILSLAB|DEBUG_LIST|DETECT_HUNG_TASK)=y' \
+		"$kdir/.config" | sed 's/^CONFIG_//; s/=y//' | tr '\n' ' ' | sed 's/ $//' || true)
+	{
+		printf '{"date":"%s","git":"%s","profile":"%s","suite":"%s","clock":"%s",' \
+			"$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+			"$profile" "$name" "$clock"
+		printf '"host_cpus":%s,"host_load_before":"%s","host_load_after":"%s","qemu":"%s",' \
+			"$(nproc)" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" \
+			"$(qemu-system-x86_64 --version | head -n 1 | tr -d '"')"
+		printf '"vm":"q35 TCG, 2 vCPUs, %s MiB","kernel_flavour":"%s","kernel":"%s","kernel_debug":"%s"}\n' \
+			"$(sed -n 's/^memory[[:space:]]*\([0-9]*\).*/\1/p' "$suite" | head -n 1)" \
+			"$k" "$(cat "$kdir/include/config/kernel.release")" "$debug_opts"
+	} >"$dir/meta.json"
+	local log="$dir/$name/console.log"
+	tr -d '\r' <"$log" | grep -o 'BENCH-RESULT {.*' >"$dir/raw.jsonl" || true
+	grep -h '^SCENARIO-LOG' "$log" | tr -d '\r' | sed "s/^/[$k] /" >&2 || true
+	return $rc
+}
 
-
-log="$out/$name/console.log"
-tr -d '\r' < "$log" | grep -o 'BENCH-RESULT {.*' > "$out/raw.jsonl" || true
-grep -h '^SCENARIO-LOG' "$log" | tr -d '\r' >&2 || true
-if ! [ -s "$out/raw.jsonl" ]; then
-	echo "run-bench: no BENCH-RESULT in $log" >&2
-	exit 1
+declare -A rcs
+if [ "${BENCH_PARALLEL:-1}" = 1 ]; then
+	declare -A pids
+	for k in $kernels; do
+		run_vm "$k" &
+		pids[$k]=$!
+	done
+	for k in $kernels; do
+		set +e
+		wait "${pids[$k]}"
+		rcs[$k]=$?
+		set -e
+	done
+else
+	for k in $kernels; do
+		set +e
+		run_vm "$k"
+		rcs[$k]=$?
+		set -e
+	done
 fi
-echo >&2
-target/release/bench-report "$out/raw.jsonl" "$out" --meta "$out/meta.json"
-echo "raw:     $out/raw.jsonl"
-echo "console: $log"
-if [ $suite_rc -ne 0 ]; then
-	echo "run-bench: the bench suite was not green (see $out/$name/verdict.json)" >&2
-	exit 1
-fi
+
+# The reports, the headline (production) first.
+status=0
+first=1
+for k in $kernels; do
+	dir=$(outdir "$k")
+	echo
+	if [ $first = 1 ] && [ "$k" = production ]; then
+		echo "######## $k kernel (headline) ########"
+	else
+		echo "######## $k kernel ########"
+	fi
+	first=0
+	if ! [ -s "$dir/raw.jsonl" ]; then
+		echo "run-bench: no BENCH-RESULT in $dir/$name/console.log" >&2
+		status=1
+		continue
+	fi
+	target/release/bench-report "$dir/raw.jsonl" "$dir" --meta "$dir/meta.json" || status=1
+	echo "raw:     $dir/raw.jsonl"
+	echo "console: $dir/$name/console.log"
+	if [ "${rcs[$k]}" -ne 0 ]; then
+		echo "run-bench: the bench suite was not green on the $k kernel (see $dir/$name/verdict.json)" >&2
+		status=1
+	fi
+done
+exit $status

@@ -1,17 +1,31 @@
 #!/usr/bin/env bash
-# Build (or find in the cache) the Rust-enabled test kernel.
+# Build (or find in the cache) the Rust-enabled kernel of a flavour:
+#   build-kernel.sh [test|bench]
+# test  (default) the debug test kernel: config.fragment (KASAN, lockdep,
+#       kmemleak, DMA-API debugging, failslab, ...)
+# bench the production-config bench kernel: config.fragment with
+#       bench.fragment on top (every debug facility off)
 #
-# The cache key covers the kernel source version, the config fragment and the
-# versions of rustc, bindgen and clang, so a warm run builds nothing. Prints
-# the path of the built tree (usable as KDIR) on stdout; everything else goes
-# to stderr.
+# The cache key covers the kernel source version, the config fragment(s) and
+# the versions of rustc, bindgen and clang, so a warm run builds nothing.
+# Prints the path of the built tree (usable as KDIR) on stdout; everything
+# else goes to stderr.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=toolchain.sh
 . "$here/toolchain.sh"
 
+flavour=${1:-test}
 src_tar=/usr/src/linux-source-6.12.tar.xz
 fragment="$here/config.fragment"
+case $flavour in
+test) overlay= ;;
+bench) overlay="$here/bench.fragment" ;;
+*)
+	echo "error: kernel flavour must be test or bench, not '$flavour'" >&2
+	exit 2
+	;;
+esac
 [ -f "$src_tar" ] || { echo "error: $src_tar missing: run 'make deps'" >&2; exit 1; }
 
 key_input="$(
@@ -21,22 +35,42 @@ key_input="$(
 	"$PEERMEM_BINDGEN" --version
 	clang-19 --version | head -1
 )"
+# (the test kernel's key is what it always was: its cached tree stays valid)
+if [ -n "$overlay" ]; then
+	key_input="$key_input
+$flavour $(sha256sum "$overlay" | cut -d' ' -f1)"
+fi
 key="$(printf '%s' "$key_input" | sha256sum | cut -c1-16)"
-tree="$PEERMEM_CACHE/kernel-6.12-$key"
+case $flavour in
+test) tree="$PEERMEM_CACHE/kernel-6.12-$key" ;;
+*) tree="$PEERMEM_CACHE/kernel-6.12-$flavour-$key" ;;
+esac
 
 if [ -f "$tree/.peermem-built" ]; then
-	echo "test kernel: cached at $tree" >&2
+	echo "$flavour kernel: cached at $tree" >&2
 	echo "$tree"
 	exit 0
 fi
 
-echo "test kernel: building into $tree (cold build, about 10-15 minutes)" >&2
+echo "$flavour kernel: building into $tree (cold build, about 10-15 minutes)" >&2
 rm -rf "$tree.tmp"
 mkdir -p "$tree.tmp"
+# The fragment the kernel is configured with: config.fragment, each option
+# the overlay names replaced by the overlay's line.
+merged="$tree.tmp/.peermem-fragment"
+if [ -n "$overlay" ]; then
+	awk -F= '
+		FNR == NR { if ($0 ~ /^CONFIG_[A-Za-z0-9_]*=/) over[$1] = 1; next }
+		!($0 ~ /^CONFIG_[A-Za-z0-9_]*=/ && ($1 in over))
+	' "$overlay" "$fragment" > "$merged"
+	grep '^CONFIG_' "$overlay" >> "$merged"
+else
+	cp "$fragment" "$merged"
+fi
 tar -C "$tree.tmp" --strip-components=1 -xf "$src_tar"
 cd "$tree.tmp"
 make -s "${PEERMEM_KMAKE_ARGS[@]}" allnoconfig >&2
-scripts/kconfig/merge_config.sh -m .config "$fragment" >&2
+scripts/kconfig/merge_config.sh -m .config "$merged" >&2
 make -s "${PEERMEM_KMAKE_ARGS[@]}" olddefconfig >&2
 
 # Every option the fragment asks for must have survived olddefconfig.
@@ -52,7 +86,7 @@ while IFS= read -r line; do
 			missing=1
 		fi ;;
 	esac
-done < "$fragment"
+done < "$merged"
 if [ "$missing" = 1 ] && [ "${PEERMEM_ALLOW_CONFIG_DRIFT:-0}" != 1 ]; then
 	echo "error: the config fragment does not apply cleanly (see above)" >&2
 	exit 1

@@ -3,6 +3,9 @@
 # every module built in the repository, and the static test binaries.
 #   mkinitramfs.sh OUT.cpio.gz KDIR
 # PEERMEM_VM_EXTRA=DIR adds DIR's contents under /extra.
+# PEERMEM_VM_MODULES=DIR takes the modules from DIR (a copy of the tree
+# built against another kernel: make bench's production kernel) instead of
+# the repository's in-tree build.
 set -euo pipefail
 out=$1
 kdir=$2
@@ -26,22 +29,24 @@ cp "$repo"/tests/scenarios/*.sh "$stage/scenarios/"
 cp -r "$repo"/tests/scenarios/data "$stage/scenarios/" 2>/dev/null || true
 
 # Every module the build produced (the product, its KUnit module, fixtures).
+modroot=${PEERMEM_VM_MODULES:-$repo}
 n=0
 while IFS= read -r ko; do
 	cp "$ko" "$stage/lib/modules/$release/extra/"
 	n=$((n + 1))
-done < <(find "$repo" -name '*.ko' -not -path "$repo/target/*" \
-	-not -path "$repo/results/*" -not -path "$repo/build/*" -not -path "$repo/.git/*" \
-	-not -path "$repo/tests/fixtures/driver-copy/*")
+done < <(find "$modroot" -name '*.ko' -not -path "$modroot/target/*" \
+	-not -path "$modroot/results/*" -not -path "$modroot/build/*" -not -path "$modroot/.git/*" \
+	-not -path "$modroot/tests/fixtures/driver-copy/*")
 
 # The drop-in (nvidia-peermem.ko) where DKMS installs it, and the stand-in
 # for the driver's own copy where NVIDIA's installer puts it, so the
-# guest's depmod/modprobe choose between them by NVIDIA's module name.
-if [ -f "$repo/build/dropin/nvidia-peermem.ko" ]; then
+# guest's depmod/modprobe choose between them by NVIDIA's module name
+# (built against the test kernel only).
+if [ -z "${PEERMEM_VM_MODULES:-}" ] && [ -f "$repo/build/dropin/nvidia-peermem.ko" ]; then
 	mkdir -p "$stage/lib/modules/$release/updates/dkms"
 	cp "$repo/build/dropin/nvidia-peermem.ko" "$stage/lib/modules/$release/updates/dkms/"
 fi
-if [ -f "$repo/tests/fixtures/driver-copy/nvidia-peermem.ko" ]; then
+if [ -z "${PEERMEM_VM_MODULES:-}" ] && [ -f "$repo/tests/fixtures/driver-copy/nvidia-peermem.ko" ]; then
 	mkdir -p "$stage/lib/modules/$release/kernel/drivers/video"
 	cp "$repo/tests/fixtures/driver-copy/nvidia-peermem.ko" \
 		"$stage/lib/modules/$release/kernel/drivers/video/"

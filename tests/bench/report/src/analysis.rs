@@ -23,6 +23,70 @@ pub fn memory_target(gpu_pages: u64) -> u64 {
 pub const LINEAR_TOLERANCE: f64 = 0.10;
 pub const LINEAR_MIN_SIZE: u64 = 64 << 20;
 
+/// Parity with the reference client (issue 15): the Rust client's cycle,
+/// invalidation callback and memory at most the reference's, its throughput
+/// at least the reference's. The ratios are ours / reference, so "met" is
+/// `ratio <= PARITY` (throughput: `ratio >= PARITY`).
+pub const PARITY: f64 = 1.00;
+
+/// What a parity target compares.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ParityKind {
+    /// Client time of the register + deregister cycle, per size.
+    Cycle,
+    /// Cycles per second of concurrent 64 KiB cycles, per thread count.
+    Throughput,
+    /// Free callback entry to return, per size.
+    Invalidation,
+    /// Client memory per live registration, per size.
+    Memory,
+}
+
+impl ParityKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ParityKind::Cycle => "cycle",
+            ParityKind::Throughput => "throughput",
+            ParityKind::Invalidation => "invalidation",
+            ParityKind::Memory => "memory",
+        }
+    }
+
+    /// Whether more is better (throughput) rather than less.
+    pub fn higher_is_better(self) -> bool {
+        self == ParityKind::Throughput
+    }
+}
+
+/// One parity figure: `label` against `baseline` at `at` (a size, or a
+/// thread count for throughput).
+pub struct Parity {
+    pub kind: ParityKind,
+    pub label: String,
+    pub baseline: String,
+    pub at: u64,
+    pub ratio: f64,
+    pub met: bool,
+}
+
+impl Parity {
+    fn new(kind: ParityKind, label: &str, baseline: &str, at: u64, ratio: f64) -> Self {
+        let met = if kind.higher_is_better() {
+            ratio >= PARITY
+        } else {
+            ratio <= PARITY
+        };
+        Parity {
+            kind,
+            label: label.to_string(),
+            baseline: baseline.to_string(),
+            at,
+            ratio,
+            met,
+        }
+    }
+}
+
 pub struct CycleRow {
     pub label: String,
     pub size: u64,
@@ -105,7 +169,74 @@ pub struct Analysis {
     pub invalidations: Vec<InvRow>,
     pub throughputs: Vec<TpRow>,
     pub memory: Vec<MemRow>,
+    pub parity: Vec<Parity>,
     pub skipped: usize,
+}
+
+/// The parity figures of the Rust rows that have a reference row. Rows
+/// with extra module parameters (`rust/persistent+coalesce_sg=1`) are
+/// options, not the default client: they are left out.
+fn parity(
+    comparisons: &[Comparison],
+    invalidations: &[InvRow],
+    throughputs: &[TpRow],
+    memory: &[MemRow],
+) -> Vec<Parity> {
+    let default_client = |l: &str| !l.contains('+');
+    let mut out: Vec<Parity> = comparisons
+        .iter()
+        .filter(|c| default_client(&c.label))
+        .map(|c| Parity::new(ParityKind::Cycle, &c.label, &c.baseline, c.size, c.ratio))
+        .collect();
+    for t in throughputs.iter().filter(|t| default_client(&t.label)) {
+        let Some(base) = baseline_of(&t.label) else {
+            continue;
+        };
+        if let Some(b) = throughputs
+            .iter()
+            .find(|b| b.label == base && b.threads == t.threads)
+        {
+            let r = t.rate.median / b.rate.median;
+            out.push(Parity::new(
+                ParityKind::Throughput,
+                &t.label,
+                &base,
+                t.threads,
+                r,
+            ));
+        }
+    }
+    for i in invalidations.iter().filter(|i| default_client(&i.label)) {
+        let Some(base) = baseline_of(&i.label) else {
+            continue;
+        };
+        let Some(b) = invalidations
+            .iter()
+            .find(|b| b.label == base && b.size == i.size)
+        else {
+            continue;
+        };
+        if let (Some(ours), Some(theirs)) = (i.callback, b.callback) {
+            let r = ours.median / theirs.median;
+            out.push(Parity::new(
+                ParityKind::Invalidation,
+                &i.label,
+                &base,
+                i.size,
+                r,
+            ));
+        }
+    }
+    for m in memory.iter().filter(|m| default_client(&m.label)) {
+        let Some(base) = baseline_of(&m.label) else {
+            continue;
+        };
+        if let Some(b) = memory.iter().find(|b| b.label == base && b.size == m.size) {
+            let r = m.client as f64 / b.client.max(1) as f64;
+            out.push(Parity::new(ParityKind::Memory, &m.label, &base, m.size, r));
+        }
+    }
+    out
 }
 
 /// Least-squares line y = a + b x through at least 3 points; returns
@@ -221,7 +352,7 @@ impl Analysis {
             })
             .collect();
 
-        let invalidations = r
+        let invalidations: Vec<InvRow> = r
             .invalidations
             .iter()
             .map(|i| InvRow {
@@ -235,7 +366,7 @@ impl Analysis {
             })
             .collect();
 
-        let throughputs = r
+        let throughputs: Vec<TpRow> = r
             .throughputs
             .iter()
             .map(|t| TpRow {
@@ -245,7 +376,7 @@ impl Analysis {
             })
             .collect();
 
-        let memory = r
+        let memory: Vec<MemRow> = r
             .memory
             .iter()
             .map(|m| {
@@ -270,6 +401,7 @@ impl Analysis {
             })
             .collect();
 
+        let parity = parity(&comparisons, &invalidations, &throughputs, &memory);
         Analysis {
             labels,
             cycles,
@@ -278,8 +410,14 @@ impl Analysis {
             invalidations,
             throughputs,
             memory,
+            parity,
             skipped: r.skipped.len(),
         }
+    }
+
+    /// Whether every parity target measured is met (None: none measured).
+    pub fn parity_met(&self) -> Option<bool> {
+        (!self.parity.is_empty()).then(|| self.parity.iter().all(|p| p.met))
     }
 
     /// The memory row of `label` at `size`.
@@ -372,9 +510,24 @@ impl Analysis {
                 })
             })
             .collect();
+        let parity: Vec<Value> = self
+            .parity
+            .iter()
+            .map(|p| {
+                json!({
+                    "kind": p.kind.name(), "label": p.label, "baseline": p.baseline,
+                    (if p.kind == ParityKind::Throughput { "threads" } else { "size" }): p.at,
+                    "ratio": p.ratio,
+                    "target": if p.kind.higher_is_better() { ">= 1.00" } else { "<= 1.00" },
+                    "target_met": p.met,
+                })
+            })
+            .collect();
         json!({
             "meta": meta,
             "labels": self.labels,
+            "parity": parity,
+            "parity_met": self.parity_met(),
             "cycle": cycles,
             "comparisons": comparisons,
             "linearity": linearity,

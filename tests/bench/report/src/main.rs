@@ -73,7 +73,8 @@ fn main() -> ExitCode {
         );
     }
     let clock = meta.get("clock").and_then(|v| v.as_str()).unwrap_or("");
-    print!("{}", table::render(&a, clock));
+    let kernel = table::kernel_kind(meta.get("kernel_debug").and_then(|v| v.as_str()));
+    print!("{}", table::render(&a, clock, &kernel));
 
     let out = PathBuf::from(out);
     if let Err(e) = std::fs::create_dir_all(&out) {

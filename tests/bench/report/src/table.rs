@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use crate::analysis::{
-    Analysis, LINEAR_MIN_SIZE, LINEAR_TOLERANCE, OVERHEAD_MIN_SIZE, OVERHEAD_TARGET,
+    Analysis, ParityKind, LINEAR_MIN_SIZE, LINEAR_TOLERANCE, OVERHEAD_MIN_SIZE, OVERHEAD_TARGET,
 };
 use crate::results::baseline_of;
 use crate::stats::Summary;
@@ -59,8 +59,21 @@ fn pct(x: f64) -> String {
     format!("{:+.1}%", 100.0 * x)
 }
 
-/// The table; `clock` is how the guest kept time (`icount` or `wall`).
-pub fn render(a: &Analysis, clock: &str) -> String {
+/// What the kernel the figures were measured on is, from meta.json's
+/// `kernel_debug` (the debug options it has; none on the production one).
+pub fn kernel_kind(kernel_debug: Option<&str>) -> String {
+    match kernel_debug {
+        None => "a kernel of unknown configuration".into(),
+        Some("") => "a production-config kernel (no KASAN, lockdep, kmemleak, DMA-API \
+                     debugging, failslab)"
+            .into(),
+        Some(d) => format!("a debug kernel ({d})"),
+    }
+}
+
+/// The table; `clock` is how the guest kept time (`icount` or `wall`),
+/// `kernel` what [`kernel_kind`] says of the kernel.
+pub fn render(a: &Analysis, clock: &str, kernel: &str) -> String {
     let mut o = String::new();
     let w = &mut o;
     let clock_note = match clock {
@@ -73,8 +86,8 @@ pub fn render(a: &Analysis, clock: &str) -> String {
     };
     let _ = writeln!(
         w,
-        "All times measured in a TCG-emulated VM on a debug kernel (KASAN, lockdep, DMA-API \
-         debugging): compare ratios, not absolute values.\n{clock_note}\n\
+        "All times measured in a TCG-emulated VM on {kernel}: compare ratios, not absolute \
+         values.\n{clock_note}\n\
          Figures are medians; ±N% is half the interquartile range relative to the median."
     );
 
@@ -250,6 +263,7 @@ pub fn render(a: &Analysis, clock: &str) -> String {
     }
 
     let _ = writeln!(w, "\n== Targets (reported, not asserted)");
+    render_parity(w, a);
     for c in a.comparisons.iter().filter(|c| c.target_applies) {
         let _ = writeln!(
             w,
@@ -321,6 +335,63 @@ pub fn render(a: &Analysis, clock: &str) -> String {
         );
     }
     o
+}
+
+/// The parity targets (issue 15), one line per kind: every ratio, and
+/// which miss.
+fn render_parity(w: &mut String, a: &Analysis) {
+    for kind in [
+        ParityKind::Cycle,
+        ParityKind::Throughput,
+        ParityKind::Invalidation,
+        ParityKind::Memory,
+    ] {
+        let rows: Vec<_> = a.parity.iter().filter(|p| p.kind == kind).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let (cmp, unit) = if kind.higher_is_better() {
+            (">=", "threads")
+        } else {
+            ("<=", "size")
+        };
+        let mut labels: Vec<&str> = rows.iter().map(|p| p.label.as_str()).collect();
+        labels.dedup();
+        for label in labels {
+            let figures: Vec<String> = rows
+                .iter()
+                .filter(|p| p.label == label)
+                .map(|p| {
+                    let at = if kind == ParityKind::Throughput {
+                        format!("{}T", p.at)
+                    } else {
+                        size_name(p.at)
+                    };
+                    format!("{at} x{:.2}{}", p.ratio, if p.met { "" } else { "!" })
+                })
+                .collect();
+            let missed = rows.iter().filter(|p| p.label == label && !p.met).count();
+            let _ = writeln!(
+                w,
+                "parity {:<12} ours/ref {cmp} 1.00 per {unit}: {:<22} {} {}",
+                kind.name(),
+                label,
+                figures.join("  "),
+                if missed == 0 {
+                    "met".to_string()
+                } else {
+                    format!("MISSED ({missed})")
+                }
+            );
+        }
+    }
+    if let Some(all) = a.parity_met() {
+        let _ = writeln!(
+            w,
+            "parity with the reference client (every figure above): {}",
+            if all { "met" } else { "MISSED (figures marked !)" }
+        );
+    }
 }
 
 #[cfg(test)]
