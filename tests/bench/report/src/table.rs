@@ -389,7 +389,11 @@ fn render_parity(w: &mut String, a: &Analysis) {
         let _ = writeln!(
             w,
             "parity with the reference client (every figure above): {}",
-            if all { "met" } else { "MISSED (figures marked !)" }
+            if all {
+                "met"
+            } else {
+                "MISSED (figures marked !)"
+            }
         );
     }
 }
