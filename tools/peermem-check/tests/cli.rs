@@ -293,15 +293,22 @@ fn validate_host_memory_says_host_memory() {
     assert_eq!(v["target"], "host memory");
 }
 
-#[test]
-fn validate_sim_names_simulated_gpu_memory() {
-    let o = run(&[
+/// `validate --backend sim` against a control device that does not exist.
+fn validate_sim_without_device(extra: &[&str]) -> Output {
+    let mut args = vec![
         "validate",
         "--backend",
         "sim",
         "--sim-dev",
         "/nonexistent/peermem_sim",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+#[test]
+fn validate_sim_names_simulated_gpu_memory() {
+    let o = validate_sim_without_device(&[]);
     assert_eq!(o.status.code(), Some(1));
     let text = String::from_utf8_lossy(&o.stdout);
     let last = text.lines().last().unwrap_or_default();
@@ -313,14 +320,7 @@ fn validate_sim_names_simulated_gpu_memory() {
 
 #[test]
 fn validate_sim_without_device_is_a_clean_failure() {
-    let o = run(&[
-        "validate",
-        "--backend",
-        "sim",
-        "--sim-dev",
-        "/nonexistent/peermem_sim",
-        "--json",
-    ]);
+    let o = validate_sim_without_device(&["--json"]);
     assert_eq!(o.status.code(), Some(1));
     let v = json_of(&o);
     assert_eq!(v["command"], "validate");

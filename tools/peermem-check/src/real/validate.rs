@@ -885,18 +885,17 @@ mod tests {
         );
     }
 
+    /// What rxe answers: a device whose driver has no dma-buf support.
+    fn refused_by_device() -> DmabufSupport {
+        DmabufSupport::NotByDevice {
+            errno: libc::EOPNOTSUPP,
+        }
+    }
+
     #[test]
     fn a_device_without_dmabuf_is_named_as_such() {
         let g = gpu(Some(true));
-        let why = dmabuf_gap(
-            Memory::Gpu,
-            Some(&g),
-            DmabufSupport::NotByDevice {
-                errno: libc::EOPNOTSUPP,
-            },
-            "rxe0",
-        )
-        .unwrap();
+        let why = dmabuf_gap(Memory::Gpu, Some(&g), refused_by_device(), "rxe0").unwrap();
         assert!(why.contains("not supported by this device"), "{why}");
         assert!(why.contains("rxe0") && why.contains("EOPNOTSUPP"), "{why}");
         let why = dmabuf_gap(Memory::Gpu, Some(&g), DmabufSupport::NotInLibrary, "x").unwrap();
@@ -905,15 +904,7 @@ mod tests {
 
     #[test]
     fn host_memory_skips_dmabuf_and_still_reports_the_device() {
-        let why = dmabuf_gap(
-            Memory::Host,
-            None,
-            DmabufSupport::NotByDevice {
-                errno: libc::EOPNOTSUPP,
-            },
-            "rxe0",
-        )
-        .unwrap();
+        let why = dmabuf_gap(Memory::Host, None, refused_by_device(), "rxe0").unwrap();
         assert!(why.starts_with("skipped: --memory host"), "{why}");
         assert!(why.contains("not supported by this device"), "{why}");
         let why = dmabuf_gap(Memory::Host, None, DmabufSupport::Offered, "mlx5_0").unwrap();
@@ -923,15 +914,7 @@ mod tests {
     #[test]
     fn a_gpu_without_dmabuf_export_is_the_reason_before_the_device() {
         let g = gpu(Some(false));
-        let why = dmabuf_gap(
-            Memory::Gpu,
-            Some(&g),
-            DmabufSupport::NotByDevice {
-                errno: libc::EOPNOTSUPP,
-            },
-            "rxe0",
-        )
-        .unwrap();
+        let why = dmabuf_gap(Memory::Gpu, Some(&g), refused_by_device(), "rxe0").unwrap();
         assert!(why.contains("DMA_BUF_SUPPORTED = 0"), "{why}");
     }
 }
