@@ -12,17 +12,32 @@ case "$n" in '' | *[!0-9]*) echo "error: SOAK_N=$n is not a number" >&2; exit 2 
 rm -rf "$results"
 mkdir -p "$results"
 
+# A soak.list line is "NAME" (booted SOAK_N times) or "NAME runs=K" (K
+# times whatever SOAK_N is, for a suite too long to boot SOAK_N times).
 if [ -n "${SOAK_SUITES:-}" ]; then
 	read -ra names <<<"$SOAK_SUITES"
 else
-	mapfile -t names < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' tests/vm/soak.list)
+	mapfile -t names < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e 's/[[:space:]]\+/:/' \
+		-e 's/[[:space:]]*$//' tests/vm/soak.list)
 fi
 files=()
+declare -A runs_of=()
 for s in "${names[@]}"; do
+	k=$n
+	case "$s" in
+	*:runs=*)
+		k=${s#*:runs=}
+		s=${s%%:*}
+		case "$k" in '' | *[!0-9]*) echo "error: soak.list: '$s runs=$k': runs is not a number" >&2; exit 2 ;; esac
+		[ "$k" -le "$n" ] || k=$n
+		;;
+	*:*) echo "error: soak.list: '${s/:/ }': expected NAME or NAME runs=K" >&2; exit 2 ;;
+	esac
 	f=tests/vm/suites/$s.suite
 	[ -f "$f" ] || f=tests/vm/soak-suites/$s.suite
 	[ -f "$f" ] || { echo "error: no suite '$s' (tests/vm/suites or tests/vm/soak-suites)" >&2; exit 2; }
 	files+=("$f")
+	runs_of[$f]=$k
 done
 
 kdir=$(tests/build-all.sh) || { echo "error: the build failed" >&2; exit 1; }
@@ -55,6 +70,7 @@ reap() {
 }
 for i in $(seq 1 "$n"); do
 	for f in "${ordered[@]}"; do
+		[ "$i" -le "${runs_of[$f]}" ] || continue
 		while [ "${#running[@]}" -ge "$jobs" ]; do reap; done
 		dir="$results/$(basename "$f" .suite)/run-$i"
 		mkdir -p "$dir"
@@ -80,7 +96,8 @@ for f in "${files[@]}"; do
 	fails=0
 	failed=()
 	secs=0
-	for i in $(seq 1 "$n"); do
+	k=${runs_of[$f]}
+	for i in $(seq 1 "$k"); do
 		dir="$results/$name/run-$i"
 		secs=$((secs + $(cat "$dir/seconds" 2>/dev/null || echo 0)))
 		log="$dir/$name/console.log"
@@ -88,17 +105,17 @@ for f in "${files[@]}"; do
 		if [ "$(cat "$dir/rc" 2>/dev/null)" != 0 ]; then
 			fails=$((fails + 1))
 			failed+=("run $i: ${seeds:-no seed printed}log $log")
-			echo "soak: $name run $i/$n FAILED (${seeds:-no seed}) log: $log" >&2
+			echo "soak: $name run $i/$k FAILED (${seeds:-no seed}) log: $log" >&2
 			grep -E '^\s+(FAIL|log line)' "$dir/run.out" | head -n 5 >&2
 		else
 			rm -f "$log"	# keep only the logs of failed runs
 		fi
 	done
 	total_fail=$((total_fail + fails))
-	printf '%-30s %5s %9s  %s\n' "$name" "$n" "$fails" "${failed[*]:-}" >>"$results/table.txt"
+	printf '%-30s %5s %9s  %s\n' "$name" "$k" "$fails" "${failed[*]:-}" >>"$results/table.txt"
 	[ $first = 1 ] || echo ',' >>"$json"
 	first=0
-	python3 - "$name" "$n" "$fails" "$secs" "${failed[@]}" >>"$json" <<'EOP'
+	python3 - "$name" "$k" "$fails" "$secs" "${failed[@]}" >>"$json" <<'EOP'
 import json, sys
 name, runs, fails, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 print(json.dumps({"suite": name, "runs": runs, "failures": fails, "boot_seconds": secs,
@@ -106,8 +123,9 @@ print(json.dumps({"suite": name, "runs": runs, "failures": fails, "boot_seconds"
 EOP
 done
 echo ']}' >>"$json"
-echo "==> soak: ${#files[@]} suites x $n runs in $(( $(date +%s) - start ))s (results/soak.json)" >&2
+echo "==> soak: ${#files[@]} suites x $n runs (fewer where soak.list says runs=) in $(( $(date +%s) - start ))s (results/soak.json)" >&2
 cat "$results/table.txt"
-runs=$((${#files[@]} * n))
+runs=0
+for f in "${files[@]}"; do runs=$((runs + runs_of[$f])); done
 echo "$((runs - total_fail)) passed, $total_fail failed"
 [ "$total_fail" = 0 ]
