@@ -10,6 +10,39 @@ cd "$repo"
 kdir=$(tests/kernel/build-kernel.sh)
 jobs=$(nproc)
 
+# The cargo builds (host tools, static guest binaries) run beside the
+# kernel-module builds below, most of which are one rustc or a short C
+# build at a time and leave a core idle.
+cargo_builds() {
+	echo "build: host tools (vm-verdict) and static guest binaries" >&2
+	cargo build -q --release -p vm-verdict >&2
+	if [ -f tests/sim-client/Cargo.toml ]; then
+		RUSTFLAGS="-C target-feature=+crt-static" cargo build -q --release \
+			--target x86_64-unknown-linux-gnu -p peermem-sim --bin simtest >&2
+	fi
+	if [ -f tools/peermem-check/Cargo.toml ] && [ "${PEERMEM_VM_TOOL:-1}" = 1 ]; then
+		# Static, without the real backend: doctor and --backend sim. (The real
+		# backend's rdma-sys asks the linker for libibverbs, which a static
+		# binary would have to carry with its providers; the VM's real-backend
+		# binary is the dynamic one below.)
+		RUSTFLAGS="-C target-feature=+crt-static" cargo build -q --release \
+			--target x86_64-unknown-linux-gnu -p peermem-check --no-default-features >&2 ||
+			echo "build: warning: static peermem-check failed; the VM runs without it" >&2
+		# The real backend (libibverbs, libcuda resolved at run time),
+		# dynamically linked: suite verbs runs it on soft-RoCE (mkinitramfs
+		# copies it to /opt/rdma/bin with its libraries).
+		cargo build -q --release -p peermem-check >&2
+	fi
+}
+cargo_builds &
+cargo_pid=$!
+# wait_cargo: the build fails if the cargo builds did.
+wait_cargo() {
+	wait "$cargo_pid" || { echo "build: the cargo builds failed (see above)" >&2; exit 1; }
+}
+# Whatever way this script ends, no build of it outlives it.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
+
 if [ -f tests/fixtures/Kbuild ] || [ -f tests/fixtures/Makefile ]; then
 	echo "build: fixtures" >&2
 	make -s -C "$kdir" M="$repo/tests/fixtures" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
@@ -23,44 +56,26 @@ if [ -f tests/fixtures/driver-copy/Kbuild ]; then
 	make -s -C "$kdir" M="$repo/tests/fixtures/driver-copy" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
 fi
 if [ -f Kbuild ]; then
-	echo "build: nvidia_peermem_rs" >&2
 	syms=()
 	[ -f tests/fixtures/Module.symvers ] && syms=("KBUILD_EXTRA_SYMBOLS=$repo/tests/fixtures/Module.symvers")
-	make -s -C "$kdir" M="$repo" "${PEERMEM_KMAKE_ARGS[@]}" "${syms[@]}" -j"$jobs" modules >&2
-fi
-
-if [ -f Kbuild ]; then
 	# The drop-in (PEERMEM_DROPIN=1: nvidia-peermem.ko, module
-	# nvidia_peermem), built from a copy so its objects stay apart.
-	echo "build: nvidia-peermem.ko (drop-in)" >&2
+	# nvidia_peermem), built from a copy so its objects stay apart; the copy
+	# is taken before the module's own build writes beside the sources, and
+	# the two builds (one rustc each, mostly) run at the same time.
 	dropin=$repo/build/dropin
 	mkdir -p "$dropin"
 	# sources only (mtimes kept: an unchanged tree rebuilds nothing)
 	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' \
 		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \
 		Kbuild kmod ffi | tar -C "$dropin" -xf -
+	echo "build: nvidia_peermem_rs and nvidia-peermem.ko (drop-in)" >&2
+	make -s -C "$kdir" M="$repo" "${PEERMEM_KMAKE_ARGS[@]}" "${syms[@]}" -j"$jobs" modules >&2 &
+	module_pid=$!
 	make -s -C "$kdir" M="$dropin" "${PEERMEM_KMAKE_ARGS[@]}" "${syms[@]}" PEERMEM_DROPIN=1 \
 		-j"$jobs" nvidia-peermem.ko >&2 2>&1 | grep -v "^nvidia_peermem_rs:" >&2 || true
+	wait "$module_pid" || { echo "build: nvidia_peermem_rs did not build" >&2; exit 1; }
 	[ -f "$dropin/nvidia-peermem.ko" ] || { echo "build: the drop-in did not build" >&2; exit 1; }
 fi
 
-echo "build: host tools (vm-verdict) and static guest binaries" >&2
-cargo build -q --release -p vm-verdict >&2
-if [ -f tests/sim-client/Cargo.toml ]; then
-	RUSTFLAGS="-C target-feature=+crt-static" cargo build -q --release \
-		--target x86_64-unknown-linux-gnu -p peermem-sim --bin simtest >&2
-fi
-if [ -f tools/peermem-check/Cargo.toml ] && [ "${PEERMEM_VM_TOOL:-1}" = 1 ]; then
-	# Static, without the real backend: doctor and --backend sim. (The real
-	# backend's rdma-sys asks the linker for libibverbs, which a static
-	# binary would have to carry with its providers; the VM's real-backend
-	# binary is the dynamic one below.)
-	RUSTFLAGS="-C target-feature=+crt-static" cargo build -q --release \
-		--target x86_64-unknown-linux-gnu -p peermem-check --no-default-features >&2 ||
-		echo "build: warning: static peermem-check failed; the VM runs without it" >&2
-	# The real backend (libibverbs, libcuda resolved at run time),
-	# dynamically linked: suite verbs runs it on soft-RoCE (mkinitramfs
-	# copies it to /opt/rdma/bin with its libraries).
-	cargo build -q --release -p peermem-check >&2
-fi
+wait_cargo
 echo "$kdir"
