@@ -7,12 +7,12 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$repo"
 # shellcheck source=kernel/toolchain.sh
 . tests/kernel/toolchain.sh
-kdir=$(tests/kernel/build-kernel.sh)
 jobs=$(nproc)
 
 # The cargo builds (host tools, static guest binaries) run beside the
-# kernel-module builds below, most of which are one rustc or a short C
-# build at a time and leave a core idle.
+# kernel build (cold: its serial link steps) and the kernel-module builds
+# below, most of which are one rustc or a short C build at a time and leave
+# a core idle.
 cargo_builds() {
 	echo "build: host tools (vm-verdict) and static guest binaries" >&2
 	cargo build -q --release -p vm-verdict >&2
@@ -42,6 +42,7 @@ wait_cargo() {
 }
 # Whatever way this script ends, no build of it outlives it.
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
+kdir=$(tests/kernel/build-kernel.sh)
 
 if [ -f tests/fixtures/Kbuild ] || [ -f tests/fixtures/Makefile ]; then
 	echo "build: fixtures" >&2
