@@ -60,8 +60,7 @@ phase vm-suites
 # The harness self-test's four boots are light (a planted WARN, KUnit
 # failure, leak, and a hang that only waits for its 40 s timeout): they run
 # one at a time beside the suites instead of after them (~1 min less).
-# The initramfs is packed first: lint's clippy pass rebuilds the module's
-# .ko in place, which must not happen while it is being copied.
+# The initramfs is packed first (the packaging job adds to it).
 tests/vm/mkinitramfs.sh "$results/initramfs.cpio.gz" "$kdir" || exit 2
 # Lint (rustfmt, clippy, checkpatch; ~20-35 s of CPU) runs beside the VM
 # suites; its lines are printed when the suites are done.
