@@ -37,6 +37,10 @@
 #   acquire_while_going  issue 11: the core holds a registration right before
 #       asking nv_mem while rmmod wins; the acquires (nv_mem, then nv_mem_nc)
 #       run while the module is going and must take and put no reference.
+#       variant=unuse also holds the client's last user between its
+#       decrement and its wake-up of the waiting unregistration (the
+#       simulated core freed the client under that wake-up: found by the
+#       soak, fixed as the real core does it, with a completion).
 #   teardown_races     rmmod while a free callback runs, rmmod while a dereg
 #       is inside put_pages, a load failing halfway while the core calls in.
 #   rmmod_during_reg   rmmod of our module while registrations are live and
@@ -350,6 +354,10 @@ acquire_while_going() {
 		mark
 		d0=$(ctr delays_taken)
 		st delay acquire 1500 1 >/dev/null
+		# variant=unuse: the last user of the client (in the old core,
+		# this acquire) also sleeps between its decrement and its wake-up
+		# of the unregistration (the soak's KASAN use-after-free).
+		[ "$variant" != unuse ] || st delay client_unuse 1500 1 >/dev/null
 		bg_run reg st mr-reg "$va" 128K
 		# rmmod once the registration sleeps in the window (not before)
 		w=0
@@ -366,6 +374,9 @@ acquire_while_going() {
 		# before the acquire took it, for the registration in flight).
 		since_mark_has "unregister: waiting for the client list|unregister nv_mem: waiting for 1 registrations" ||
 			fail "round $i: the acquire was not in flight during the unload" $(figures)
+		if [ "$variant" = unuse ] && [ $(($(ctr delays_taken) - d0)) -lt 2 ]; then
+			fail "round $i: the last user's wake-up window (client_unuse) was not reached" $(figures)
+		fi
 		REL_RACES=$((REL_RACES + 1))
 		REL_OPS=$((REL_OPS + 3))
 		st delay "" 0 >/dev/null
