@@ -443,11 +443,12 @@ teardown_races() {
 			mark
 			# nv_mem stays listed 3 s before init goes on (and the
 			# core refuses nv_mem_nc); an acquire arriving meanwhile is
-			# held 1200 ms, so init's unwinding must wait for it. (600 ms
-			# was missed once in a soak boot under 4 QEMUs on 2 cores: no
-			# registration of the loop got there in time.)
+			# held 4 s, longer than that window, so init's unwinding must
+			# wait for it. (A 600 ms window was missed once in a soak boot
+			# under 4 QEMUs on 2 cores: no registration of the loop got
+			# there in time.)
 			st delay register_client_done 3000 1 >/dev/null
-			st delay acquire 1200 1 >/dev/null
+			st delay acquire 4000 1 >/dev/null
 			st fault register_client 2 ENOMEM >/dev/null
 			(
 				n=0
