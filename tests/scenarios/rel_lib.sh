@@ -95,6 +95,18 @@ ctr() {
 	simtest counters "$1"
 }
 
+# await_delay D0: waits (up to 10 s) until a delay point has been entered
+# since the delays_taken counter read D0, so what comes next lands inside
+# the held window however slowly a loaded host started the other side.
+await_delay() {
+	_n=0
+	while [ "$(ctr delays_taken)" -le "$1" ]; do
+		_n=$((_n + 1))
+		[ $_n -le 100 ] || return 1
+		usleep 100000
+	done
+}
+
 # The client under test ------------------------------------------------------
 
 # client_params: insmod parameters of the client under test for $pds/$pers.

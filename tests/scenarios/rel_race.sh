@@ -112,9 +112,10 @@ release_in_invalidation() {
 			# deregistration runs to release().
 			point=core_invalidate
 			[ "$v" = invalidate_unlocked ] && point=core_invalidate_unlocked
-			st delay $point 400 1 >/dev/null
+			d0=$(ctr delays_taken)
+			st delay $point 1000 1 >/dev/null
 			bg_run free st gpu-free "$va"
-			usleep 100000
+			await_delay "$d0" || fail "cudaFree never reached the $point window" $(figures)
 			st mr-dereg "$mr" >/dev/null || fail "dereg during the invalidation failed" $(figures)
 			kill -0 "$pid_free" 2>/dev/null && overlapped=$((overlapped + 1))
 			wait "$pid_free"
@@ -123,9 +124,10 @@ release_in_invalidation() {
 			# Deregistration first, holding the mapping lock; cudaFree's
 			# invalidation waits for it, and release() runs while the free
 			# callback is still inside the invalidation.
-			st delay core_dereg_locked 400 1 >/dev/null
+			d0=$(ctr delays_taken)
+			st delay core_dereg_locked 1000 1 >/dev/null
 			bg_run dereg st mr-dereg "$mr"
-			usleep 100000
+			await_delay "$d0" || fail "the deregistration never reached the core_dereg_locked window" $(figures)
 			bg_run free st gpu-free "$va"
 			wait "$pid_dereg"
 			kill -0 "$pid_free" 2>/dev/null && overlapped=$((overlapped + 1))
@@ -154,9 +156,10 @@ free_in_dereg_unlocked() {
 	i=0
 	while [ $i -lt "$rounds" ]; do
 		alloc_reg 256K 4096 200K
-		st delay core_dereg_unlocked 400 1 >/dev/null
+		d0=$(ctr delays_taken)
+		st delay core_dereg_unlocked 1000 1 >/dev/null
 		bg_run dereg st mr-dereg "$mr"
-		usleep 100000
+		await_delay "$d0" || fail "the deregistration never reached the core_dereg_unlocked window" $(figures)
 		st gpu-free "$va" >/dev/null || fail "cudaFree during the deregistration failed" $(figures)
 		wait "$pid_dereg"
 		[ "$(bg_rc dereg)" = 0 ] || fail "dereg failed: $(cat /tmp/bg.dereg)" $(figures)
@@ -177,9 +180,9 @@ free_during_unmap() {
 	while [ $i -lt "$rounds" ]; do
 		alloc_reg 256K 4096 200K
 		d0=$(ctr delays_taken)
-		st delay p2p_dma_unmap 500 1 >/dev/null
+		st delay p2p_dma_unmap 2000 1 >/dev/null
 		bg_run dereg st mr-dereg "$mr"
-		usleep 150000
+		await_delay "$d0" || fail "the deregistration never reached the unmap window" $(figures)
 		st gpu-free "$va" >/dev/null || fail "cudaFree during the unmap failed" $(figures)
 		wait "$pid_dereg"
 		st delay "" 0 >/dev/null
@@ -285,9 +288,10 @@ rmmod_during_reg() {
 	# 2. a registration in flight (sleeping before get_pages) holds it too
 	_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
 	va2=$(sval va "$_o")
-	st delay get_pages 600 1 >/dev/null
+	d0=$(ctr delays_taken)
+	st delay get_pages 2000 1 >/dev/null
 	bg_run reg st mr-reg "$va2" 128K
-	usleep 200000
+	await_delay "$d0" || fail "the registration never reached the get_pages window" $(figures)
 	rmmod_refused "with a registration in flight"
 	wait "$pid_reg"
 	[ "$(bg_rc reg)" = 0 ] || fail "the in-flight registration failed: $(cat /tmp/bg.reg)" $(figures)
