@@ -60,8 +60,14 @@ refuse() {
 	fi
 }
 
-# mod_path NAME: the .ko of module NAME in the initramfs.
+# mod_path NAME: the .ko of module NAME in the initramfs: extra/ (where
+# tests/vm/mkinitramfs.sh puts the test modules) by a shell glob, else the
+# first find(1) finds. Every exec costs ~0.1 s under TCG with KASAN, and
+# this runs before each load.
 mod_path() {
+	for _mp in /lib/modules/*/extra/"$1".ko; do
+		[ -f "$_mp" ] && echo "$_mp" && return 0
+	done
 	find /lib/modules -name "$1.ko" | head -n 1
 }
 

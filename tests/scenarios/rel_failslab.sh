@@ -40,7 +40,8 @@ fs_set stacktrace-depth 12
 fs_set times 1000000
 
 injected() {
-	echo $((1000000 - $(cat $FS/times)))
+	read -r _t <$FS/times
+	echo $((1000000 - _t))
 }
 
 hex() {

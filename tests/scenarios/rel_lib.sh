@@ -149,7 +149,7 @@ stack_up() {
 }
 
 refcnt() {
-	cat /sys/module/$REL_MOD/refcnt 2>/dev/null || echo gone
+	{ read -r _rc </sys/module/$REL_MOD/refcnt && echo "$_rc"; } 2>/dev/null || echo gone
 }
 
 # The end-of-scenario checks ---------------------------------------------------
@@ -160,8 +160,10 @@ sysfs_balanced() {
 	for _d in /sys/kernel/mm/memory_peers/*/; do
 		[ -r "$_d/num_alloc_mrs" ] || continue
 		for _pair in alloc_mrs:dealloc_mrs reg_pages:dereg_pages reg_bytes:dereg_bytes; do
-			_a=$(cat "$_d/num_${_pair%%:*}")
-			_b=$(cat "$_d/num_${_pair#*:}")
+			# read, not $(cat): no fork and exec (together ~1.7 s
+			# a call under TCG with KASAN, 48 ms with read)
+			read -r _a <"$_d/num_${_pair%%:*}"
+			read -r _b <"$_d/num_${_pair#*:}"
 			if [ "$_a" != "$_b" ]; then
 				log "unbalanced $_d: num_${_pair%%:*}=$_a num_${_pair#*:}=$_b"
 				return 1
@@ -196,11 +198,13 @@ settle_idle() {
 	# Our module's own books: nothing registered, pinned or mapped.
 	_st=/sys/kernel/debug/$REL_MOD/stats
 	if [ -r $_st ]; then
-		for _k in registrations_live pinned_pages pinned_bytes dma_mappings; do
-			_v=$(sed -n "s/^$_k //p" $_st)
-			[ -z "$_v" ] || [ "$_v" = 0 ] ||
-				fail "$REL_MOD debugfs: $_k $_v when idle" $(figures)
-		done
+		while read -r _k _v; do
+			case "$_k" in
+			registrations_live | pinned_pages | pinned_bytes | dma_mappings)
+				[ -z "$_v" ] || [ "$_v" = 0 ] ||
+					fail "$REL_MOD debugfs: $_k $_v when idle" $(figures) ;;
+			esac
+		done <$_st
 	fi
 	module_debugfs
 }
