@@ -44,6 +44,69 @@ if [ -n "${PEERMEM_QEMU_EXTRA:-}" ]; then
 fi
 qemu+=(-device "edu,dma_mask=0xffffffffffffffff" -append "$cmdline")
 
+# The suite's timeout is a budget of host CPU, not of wall time: a suite
+# needs the same CPU however many QEMUs share the cores, while its wall time
+# grows with the load (rel-races, ~470 s quiet, outran a 1,200 s wall
+# timeout beside a soak: 7 QEMUs on 2 cores). watch_qemu kills QEMU, and
+# the boot counts as timed out, when
+#   - QEMU has used timeout_s seconds of host CPU (a guest busy forever), or
+#   - the console has been silent for stall_s seconds while QEMU used less
+#     than a quarter of a core (a guest asleep forever: a deadlock, a hang;
+#     an idle TCG guest of 2 vCPUs used ~10% of a core, measured), or
+#   - 4 x timeout_s seconds of wall time have passed, whatever the load.
+stall_s=$((timeout_s < 300 ? timeout_s : 300))
+qemu_cpu_s() {
+	# utime + stime (clock ticks), fields 14 and 15 of /proc/PID/stat;
+	# split after the ")" that ends the command name.
+	local st
+	st=$(cat "/proc/$1/stat" 2>/dev/null) || { echo 0; return; }
+	st=${st##*) }
+	awk -v hz="$(getconf CLK_TCK)" '{ printf "%d\n", ($12 + $13) / hz }' <<<"$st"
+}
+qemu_pid=
+trap '[ -z "$qemu_pid" ] || kill "$qemu_pid" 2>/dev/null' EXIT
+trap 'exit 143' TERM INT
+watch_qemu() {
+	"${qemu[@]}" </dev/null &
+	qemu_pid=$!
+	local pid=$qemu_pid t0 now cpu size last_size=-1 quiet_since cpu_then why=
+	t0=$(date +%s)
+	quiet_since=$t0
+	cpu_then=0
+	while kill -0 "$pid" 2>/dev/null; do
+		sleep 2
+		now=$(date +%s)
+		cpu=$(qemu_cpu_s "$pid")
+		size=$(stat -c %s "$log" 2>/dev/null || echo 0)
+		if [ "$size" != "$last_size" ]; then
+			last_size=$size
+			quiet_since=$now
+			cpu_then=$cpu
+		fi
+		if [ "$cpu" -ge "$timeout_s" ]; then
+			why="QEMU used ${cpu}s of host CPU (the suite's timeout is ${timeout_s}s)"
+		elif [ $((now - t0)) -ge $((4 * timeout_s)) ]; then
+			why="$((now - t0))s of wall time (4 x the suite's timeout)"
+		elif [ $((now - quiet_since)) -ge "$stall_s" ] &&
+			[ $(((cpu - cpu_then) * 4)) -lt $((now - quiet_since)) ]; then
+			why="the console silent for $((now - quiet_since))s with QEMU idle ($((cpu - cpu_then))s of CPU)"
+		fi
+		if [ -n "$why" ]; then
+			echo "suite $name: TIMEOUT: $why" >&2
+			kill -TERM "$pid" 2>/dev/null
+			for _ in 1 2 3 4 5; do kill -0 "$pid" 2>/dev/null && sleep 2; done
+			kill -KILL "$pid" 2>/dev/null
+			wait "$pid"
+			qemu_pid=
+			return 124
+		fi
+	done
+	wait "$pid"
+	local rc=$?
+	qemu_pid=
+	return $rc
+}
+
 # A boot that dies or splats before /init runs (before PEERMEM-SUITE-START:
 # none of our modules is loaded yet) is an emulator/boot problem, not a test
 # result: keep its log and boot again, at most twice. The third attempt is
@@ -51,9 +114,9 @@ qemu+=(-device "edu,dma_mask=0xffffffffffffffff" -append "$cmdline")
 attempt=1
 suite_start=$(date +%s)
 while :; do
-	echo "suite $name: booting (iommu $iommu, timeout ${timeout_s}s, attempt $attempt)" >&2
+	echo "suite $name: booting (iommu $iommu, timeout ${timeout_s}s of host CPU, attempt $attempt)" >&2
 	start=$(date +%s)
-	timeout -k 10 "$timeout_s" "${qemu[@]}" </dev/null
+	watch_qemu
 	rc=$?
 	elapsed=$(( $(date +%s) - start ))
 	pre_init=$(sed -n '/PEERMEM-SUITE-START/q;p' "$log")
@@ -71,7 +134,7 @@ done
 timed_out=()
 if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
 	timed_out=(--timed-out)
-	echo "suite $name: TIMEOUT after ${timeout_s}s" >&2
+	echo "suite $name: TIMEOUT after ${elapsed}s (timeout ${timeout_s}s of host CPU)" >&2
 fi
 echo "suite $name: VM ran ${elapsed}s (qemu exit $rc)" >&2
 # Wall time of the suite, every boot attempt included (timings.json), and
