@@ -52,7 +52,7 @@ qemu+=(-device "edu,dma_mask=0xffffffffffffffff" -append "$cmdline")
 #   - QEMU has used timeout_s seconds of host CPU (a guest busy forever), or
 #   - the console has been silent for stall_s seconds while QEMU used less
 #     than a quarter of a core (a guest asleep forever: a deadlock, a hang;
-#     an idle TCG guest of 2 vCPUs used ~10% of a core, measured), or
+#     an idle TCG guest of 2 vCPUs used ~15% of a core, measured), or
 #   - 4 x timeout_s seconds of wall time have passed, whatever the load.
 stall_s=$((timeout_s < 300 ? timeout_s : 300))
 qemu_cpu_s() {
