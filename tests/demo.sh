@@ -8,7 +8,7 @@ cd "$repo"
 results="${RESULTS:-$repo/results}"
 mkdir -p "$results"
 kdir=$(tests/build-all.sh) || { echo "error: build failed" >&2; exit 1; }
-tests/run-vm-suites.sh "$kdir" "$results" tests/vm/suites/demo.suite
+tests/run-vm-suites.sh "$kdir" "$results" tests/vm/check/demo.suite
 rc=$?
 echo "==== what the VM printed (from $results/demo/console.log)"
 sed -n '/PEERMEM-SCENARIO-BEGIN demo/,/PEERMEM-SCENARIO-END demo/p' "$results/demo/console.log" |
