@@ -10,8 +10,8 @@ results="${RESULTS:-$repo/results}/check"
 rm -rf "$results"
 mkdir -p "$results"
 start=$(date +%s)
-echo "==> host tests (cargo test --workspace)" >&2
-cargo test --workspace --color never >"$results/cargo-test.log" 2>&1
+echo "==> host tests (cargo test --release --workspace)" >&2
+cargo test --release --workspace --color never >"$results/cargo-test.log" 2>&1
 grep -E "^test result:|FAILED|panicked|^error" "$results/cargo-test.log" >&2
 echo "==> build" >&2
 if ! kdir=$(tests/build-all.sh); then

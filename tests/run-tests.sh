@@ -21,10 +21,10 @@ phase() {
 # packaging checks, whose kernel-module builds, single-crate rustc runs and
 # dkms/lintian steps leave a core idle much of the time (~40 s less).
 # Their lines are printed with lint's, after the VM suites.
-echo "==> host tests (cargo test --workspace), beside the build" >&2
+echo "==> host tests (cargo test --release --workspace), beside the build" >&2
 (
 	t0=$(date +%s)
-	cargo test --workspace --color never >"$results/cargo-test.log" 2>&1
+	cargo test --release --workspace --color never >"$results/cargo-test.log" 2>&1
 	echo $(($(date +%s) - t0)) >"$results/phase-host-tests.seconds"
 ) &
 host_tests_pid=$!
@@ -115,7 +115,7 @@ PEERMEM_INITRAMFS_READY=1 tests/run-vm-suites.sh "$kdir" "$results" "${suites[@]
 
 phase selftest
 wait "$host_tests_pid"
-echo "==> host tests (cargo test --workspace; $(cat "$results/phase-host-tests.seconds" 2>/dev/null)s)" >&2
+echo "==> host tests (cargo test --release --workspace; $(cat "$results/phase-host-tests.seconds" 2>/dev/null)s)" >&2
 grep -E "^test result:|FAILED|panicked|^error" "$results/cargo-test.log" >&2
 if [ -n "$packaging_pid" ]; then
 	wait "$packaging_pid"
