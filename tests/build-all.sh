@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build everything the VM runs: the test kernel (cached), the fixtures, the
-# module and its KUnit module, the static guest binaries and the verdict.
+# module and its KUnit module, the guest binaries and the verdict.
 # Prints the test kernel tree (KDIR) on stdout.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -9,28 +9,20 @@ cd "$repo"
 . tests/kernel/toolchain.sh
 jobs=$(nproc)
 
-# The cargo builds (host tools, static guest binaries) run beside the
+# The cargo builds (host tools, guest binaries) run beside the
 # kernel build (cold: its serial link steps) and the kernel-module builds
 # below, most of which are one rustc or a short C build at a time and leave
 # a core idle.
 cargo_builds() {
-	echo "build: host tools (vm-verdict) and static guest binaries" >&2
+	echo "build: host tools (vm-verdict) and guest binaries" >&2
 	cargo build -q --release -p vm-verdict >&2
 	if [ -f tests/sim-client/Cargo.toml ]; then
 		RUSTFLAGS="-C target-feature=+crt-static" cargo build -q --release \
 			--target x86_64-unknown-linux-gnu -p peermem-sim --bin simtest >&2
 	fi
 	if [ -f tools/peermem-check/Cargo.toml ] && [ "${PEERMEM_VM_TOOL:-1}" = 1 ]; then
-		# Static, without the real backend: doctor and --backend sim. (The real
-		# backend's rdma-sys asks the linker for libibverbs, which a static
-		# binary would have to carry with its providers; the VM's real-backend
-		# binary is the dynamic one below.)
-		RUSTFLAGS="-C target-feature=+crt-static" cargo build -q --release \
-			--target x86_64-unknown-linux-gnu -p peermem-check --no-default-features >&2 ||
-			echo "build: warning: static peermem-check failed; the VM runs without it" >&2
-		# The real backend (libibverbs, libcuda resolved at run time),
-		# dynamically linked: suite verbs runs it on soft-RoCE (mkinitramfs
-		# copies it to /opt/rdma/bin with its libraries).
+		# As users build it (libibverbs, libcuda resolved at run time): the
+		# VM runs this one, with the libraries it links (mkinitramfs).
 		cargo build -q --release -p peermem-check >&2
 	fi
 }

@@ -61,7 +61,7 @@ phase vm-suites
 # failure, leak, and a hang that only waits for its 40 s timeout): they run
 # one at a time beside the suites instead of after them (~1 min less).
 # The initramfs is packed first (the packaging job adds to it).
-tests/vm/mkinitramfs.sh "$results/initramfs.cpio.gz" "$kdir" || exit 2
+tests/vm/mkinitramfs.sh "$results/initramfs.cpio" "$kdir" || exit 2
 # Lint (rustfmt, clippy, checkpatch; ~20-35 s of CPU) runs beside the VM
 # suites; its lines are printed when the suites are done.
 echo "==> lint (rustfmt, clippy, checkpatch), beside the VM suites" >&2
@@ -96,9 +96,9 @@ EOP
 		# scenarios name what is missing).
 		extra="$repo/build/packaging/vm-extra"
 		mkdir -p "$extra"
-		tests/vm/initramfs-extra.sh "$results/initramfs.cpio.gz" "$extra" \
-			"$results/packaging-initramfs.cpio.gz" &&
-			tests/vm/run-suite.sh "$packaging_suite" "$results/packaging-initramfs.cpio.gz" \
+		tests/vm/initramfs-extra.sh "$results/initramfs.cpio" "$extra" \
+			"$results/packaging-initramfs.cpio" &&
+			tests/vm/run-suite.sh "$packaging_suite" "$results/packaging-initramfs.cpio" \
 				"$kdir" "$results" >"$results/packaging.run.out" 2>&1
 	) &
 	packaging_pid=$!

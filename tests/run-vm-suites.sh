@@ -12,7 +12,7 @@ kdir=$1
 results=$2
 shift 2
 mkdir -p "$results"
-initramfs="$results/initramfs.cpio.gz"
+initramfs="$results/initramfs.cpio"
 # PEERMEM_INITRAMFS_READY=1: the caller packed it already (run-tests.sh,
 # whose self-test boots it meanwhile: it must not be rewritten under them).
 if [ "${PEERMEM_INITRAMFS_READY:-0}" != 1 ] || [ ! -f "$initramfs" ]; then

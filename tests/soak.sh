@@ -41,7 +41,7 @@ for s in "${names[@]}"; do
 done
 
 kdir=$(tests/build-all.sh) || { echo "error: the build failed" >&2; exit 1; }
-initramfs="$results/initramfs.cpio.gz"
+initramfs="$results/initramfs.cpio"
 tests/vm/mkinitramfs.sh "$initramfs" "$kdir" || exit 2
 
 start=$(date +%s)

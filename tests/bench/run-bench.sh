@@ -137,12 +137,12 @@ run_vm() {
 		modules=$repo/build/bench-production
 		;;
 	esac
-	PEERMEM_VM_MODULES=$modules tests/vm/mkinitramfs.sh "$work/$k.cpio.gz" "$kdir" >&2
+	PEERMEM_VM_MODULES=$modules tests/vm/mkinitramfs.sh "$work/$k.cpio" "$kdir" >&2
 	echo "bench: $k kernel: booting suite $name, clock $clock (takes minutes: TCG)" >&2
 	local start rc
 	start=$(date +%s)
 	set +e
-	PEERMEM_QEMU_EXTRA=$qemu_extra tests/vm/run-suite.sh "$suite" "$work/$k.cpio.gz" \
+	PEERMEM_QEMU_EXTRA=$qemu_extra tests/vm/run-suite.sh "$suite" "$work/$k.cpio" \
 		"$kdir" "$dir" >"$work/$k.vm.log" 2>&1
 	rc=$?
 	set -e

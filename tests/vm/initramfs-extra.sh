@@ -16,6 +16,6 @@ mkdir -p "$stage/extra"
 cp -r "$dir"/. "$stage/extra/"
 {
 	cat "$base"
-	(cd "$stage" && find . | cpio -o -H newc --quiet | gzip -1)
+	(cd "$stage" && find . | cpio -o -H newc --quiet)
 } >"$out.tmp"
 mv "$out.tmp" "$out"

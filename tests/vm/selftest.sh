@@ -8,7 +8,7 @@ repo="$(cd "$(dirname "$0")/../.." && pwd)"
 kdir=$1
 results=$2/selftest
 mkdir -p "$results"
-initramfs="$2/initramfs.cpio.gz"
+initramfs="$2/initramfs.cpio"
 [ -f "$initramfs" ] || "$repo/tests/vm/mkinitramfs.sh" "$initramfs" "$kdir" || exit 2
 
 # suite file, the test that must fail, a word describing the plant
