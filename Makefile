@@ -10,12 +10,13 @@
 #   make bench      the in-VM benchmarks on the production and the debug kernel
 #                   (see tests/bench/README.md)
 #   make bench-kernel  build (or find cached) the production-config bench kernel
+#   make bench-trace   single-step a 64 KiB cycle of both clients on it: instructions by function
 #   make soak       boot each race/stress suite SOAK_N (20) times, fresh seeds
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
 RESULTS ?= $(CURDIR)/results
 
-.PHONY: all module modules clean deps test check demo vm-test bench bench-kernel soak test-kernel clippy fmt-check
+.PHONY: all module modules clean deps test check demo vm-test bench bench-kernel bench-trace soak test-kernel clippy fmt-check
 
 all: module
 
@@ -53,6 +54,9 @@ vm-test: deps
 
 bench: deps
 	RESULTS=$(RESULTS) tests/bench/run-bench.sh
+
+bench-trace: deps
+	RESULTS=$(RESULTS) tests/bench/run-trace.sh
 
 soak: deps
 	RESULTS=$(RESULTS) tests/soak.sh

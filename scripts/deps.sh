@@ -16,6 +16,8 @@ apt_packages=(
 	librdmacm-dev libclang1-14
 	# suite verbs (soft-RoCE in the VM): perftest, libibverbs tools, rxe provider, ip/rdma
 	perftest ibverbs-utils ibverbs-providers iproute2
+	# make bench-trace: single-steps the bench VM through QEMU's gdbstub
+	gdb
 )
 if [ -f "$repo/packaging/deps.txt" ]; then
 	while IFS= read -r p; do

@@ -23,6 +23,7 @@
 #                           the host's load; wall: plain TCG, host time
 #   BENCH_PARALLEL=1        (default) both kernels' VMs at once (under icount
 #                           the figures do not depend on it); 0: one by one
+#   BENCH_BUILD_ONLY=1      build only, print the kernel tree (KDIR) and exit
 #
 # Exit status: 0 when the suite ran green on every kernel (every bench ran,
 # no splat, no leak) and the reports were written; the figures themselves
@@ -119,6 +120,11 @@ case " $kernels " in
 	build_copy "$kdir_production" "$repo/build/bench-production"
 	;;
 esac
+# BENCH_BUILD_ONLY=1: stop here (tests/bench/run-trace.sh boots its own VMs).
+if [ "${BENCH_BUILD_ONLY:-0}" = 1 ]; then
+	echo "${kdir_production:-$kdir_debug}"
+	exit 0
+fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: GPL-2.0
+"""gdb side of `make bench-trace`: run as `gdb -batch -x gdb_trace.py`.
+
+Environment: TRACE_LOG (the VM's console log), TRACE_OUT (JSON to write),
+TRACE_CLIENT (rs or ref), TRACE_PORT (QEMU's gdbstub on 127.0.0.1).
+
+Waits for the guest's TRACE-READY line, reads the client module's symbols
+from its KSYM lines, breaks on the seven callbacks the PeerDirect core calls
+(acquire, get_pages, dma_map, get_page_size, dma_unmap, put_pages, release)
+and single-steps each call from its entry to its return, recording every
+instruction address. QEMU's gdbstub keeps interrupts and timers off while
+stepping, so the trace is the call's own path (and everything it calls:
+the provider, the allocator, locks).
+"""
+import json
+import os
+import re
+import time
+
+import gdb
+
+PHASES = ("acquire", "get_pages", "dma_map", "get_page_size", "dma_unmap", "put_pages", "release")
+MASK = (1 << 64) - 1
+
+
+def wait_ready(log, timeout_s=300):
+    end = time.time() + timeout_s
+    while time.time() < end:
+        try:
+            with open(log, errors="replace") as f:
+                text = f.read()
+        except OSError:
+            text = ""
+        if "TRACE-READY" in text:
+            return text
+        time.sleep(0.2)
+    raise gdb.GdbError("the guest never printed TRACE-READY")
+
+
+def entry_points(symbols, client):
+    """Address -> phase of the client's seven callbacks."""
+    entries = {}
+    for addr, name in symbols:
+        if client == "ref":
+            if name.startswith("ref_") and name[4:] in PHASES:
+                entries[addr] = name[4:]
+            continue
+        # Rust v0 mangling of client::Adapter<Persistent>::<phase>
+        for phase in PHASES:
+            if re.search(r"Adapter\w*PersistentE%d%sB" % (len(phase), phase), name):
+                entries[addr] = phase
+    return entries
+
+
+def reg(name):
+    return int(gdb.parse_and_eval("$" + name)) & MASK
+
+
+def main():
+    log = os.environ["TRACE_LOG"]
+    client = os.environ["TRACE_CLIENT"]
+    text = wait_ready(log)
+    symbols = [(int(a, 16), n) for a, n in re.findall(r"KSYM ([0-9a-f]+) \w (\S+)", text)]
+    entries = entry_points(symbols, client)
+    missing = set(PHASES) - set(entries.values())
+    if missing:
+        raise gdb.GdbError("no symbol for the callbacks %s" % sorted(missing))
+    gdb.execute("set architecture i386:x86-64", to_string=True)
+    gdb.execute("set pagination off")
+    gdb.execute("target remote 127.0.0.1:%s" % os.environ["TRACE_PORT"], to_string=True)
+    for addr in entries:
+        gdb.execute("break *0x%x" % addr, to_string=True)
+    calls = []
+    while not calls or calls[-1]["phase"] != "release":
+        gdb.execute("continue", to_string=True)
+        pc = reg("pc")
+        if pc not in entries:
+            raise gdb.GdbError("stopped outside the callbacks at 0x%x" % pc)
+        ret = int(gdb.parse_and_eval("*(unsigned long *)%d" % reg("rsp"))) & MASK
+        rips = [pc]
+        while True:
+            gdb.execute("stepi", to_string=True)
+            pc = reg("pc")
+            if pc == ret:
+                break
+            rips.append(pc)
+        calls.append({"phase": entries[rips[0]], "rips": rips})
+    gdb.execute("delete", to_string=True)
+    gdb.execute("detach", to_string=True)
+    with open(os.environ["TRACE_OUT"], "w") as f:
+        json.dump({"client": client, "symbols": symbols, "calls": calls}, f)
+
+
+main()
