@@ -11,7 +11,7 @@
 # (tests/bench/trace/attribute.py); writes RESULTS/bench/trace/.
 # Counts are of the emulated CPU, exact and the same run to run; the
 # per-call totals match `make bench`'s icount figures less its own timing
-# code (~45 instructions a call).
+# code (45-57 instructions a call, measured).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$repo"
