@@ -9,7 +9,7 @@
 # the core makes into the client (tests/bench/trace/gdb_trace.py). Prints
 # the instructions per call and, by function, where the two clients differ
 # (tests/bench/trace/attribute.py); writes RESULTS/bench/trace/.
-# Counts are of the emulated CPU, exact and the same run to run; the
+# Counts are instructions of the emulated CPU, repeatable within a few; the
 # per-call totals match `make bench`'s icount figures less its own timing
 # code (45-57 instructions a call, measured).
 set -euo pipefail
@@ -47,8 +47,10 @@ for client in rs ref; do
 	fi
 	wait "$qemu_pid" || true
 	qemu_pid=
-	grep -a -q "SCENARIO-RESULT .* pass" "$log" ||
-		{ echo "run-trace: the traced round trip did not pass (see $log)" >&2; exit 1; }
+	# Judged like every VM run: the scenario passed, no kernel splat.
+	target/release/vm-verdict check --suite "tests/bench/trace-$client.suite" --log "$log" \
+		--json "$out/verdict-$client.json" >&2 ||
+		{ echo "run-trace: the $client boot is not green (see $log)" >&2; exit 1; }
 done
 python3 tests/bench/trace/attribute.py "$out/vmlinux.nm" "$out/trace-rs.json" \
 	"$out/trace-ref.json" "$out/attribution.json" | tee "$out/attribution.txt"
