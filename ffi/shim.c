@@ -72,22 +72,23 @@ bool pm_shim_p2p_has_persistent_api(void)
 	       nvidia_p2p_put_pages_persistent;
 }
 
-int pm_shim_p2p_get_pages_persistent(u64 virtual_address, u64 length,
-				     struct nvidia_p2p_page_table **page_table,
-				     u32 flags)
+int pm_shim_p2p_pin_persistent(u64 virtual_address, u64 length,
+				struct nvidia_p2p_page_table **page_table)
 {
-	if (!pm_shim_p2p_has_persistent_api())
-		return -EOPNOTSUPP;
-	return nvidia_p2p_get_pages_persistent(virtual_address, length,
-					       page_table, flags);
+	if (pm_shim_p2p_has_persistent_api())
+		return nvidia_p2p_get_pages_persistent(virtual_address, length,
+						       page_table,
+						       NVIDIA_P2P_FLAGS_DEFAULT);
+	return nvidia_p2p_get_pages(0, 0, virtual_address, length, page_table,
+				    NULL, NULL);
 }
 
-int pm_shim_p2p_put_pages_persistent(u64 virtual_address,
-				     struct nvidia_p2p_page_table *page_table,
-				     u32 flags)
+int pm_shim_p2p_unpin_persistent(u64 virtual_address,
+				 struct nvidia_p2p_page_table *page_table)
 {
-	if (!pm_shim_p2p_has_persistent_api())
-		return -EOPNOTSUPP;
-	return nvidia_p2p_put_pages_persistent(virtual_address, page_table,
-					       flags);
+	if (pm_shim_p2p_has_persistent_api())
+		return nvidia_p2p_put_pages_persistent(virtual_address,
+						       page_table,
+						       NVIDIA_P2P_FLAGS_DEFAULT);
+	return nvidia_p2p_put_pages(0, 0, virtual_address, page_table);
 }

@@ -36,16 +36,20 @@ unsigned int pm_shim_sg_dma_len(struct scatterlist *sg);
 
 /*
  * The persistent P2P calls exist from NVIDIA driver 535 on. They are weak
- * references, so the module loads on 515/525 too: whether both are there,
- * and calls through them (-EOPNOTSUPP when absent).
+ * references, so the module loads on 515/525 too: whether both are there.
  */
 bool pm_shim_p2p_has_persistent_api(void);
-int pm_shim_p2p_get_pages_persistent(u64 virtual_address, u64 length,
-				     struct nvidia_p2p_page_table **page_table,
-				     u32 flags);
-int pm_shim_p2p_put_pages_persistent(u64 virtual_address,
-				     struct nvidia_p2p_page_table *page_table,
-				     u32 flags);
+
+/*
+ * Pins (unpins) persistently with what the loaded driver offers, in one
+ * call: nvidia_p2p_get_pages_persistent() (put_pages_persistent()) where
+ * the persistent calls exist, else nvidia_p2p_get_pages() with no free
+ * callback (nvidia_p2p_put_pages()), the persistent pin of 515/525.
+ */
+int pm_shim_p2p_pin_persistent(u64 virtual_address, u64 length,
+			       struct nvidia_p2p_page_table **page_table);
+int pm_shim_p2p_unpin_persistent(u64 virtual_address,
+				 struct nvidia_p2p_page_table *page_table);
 
 /* The spinlock that serialises the table of live registrations. */
 void pm_shim_registry_lock(void);

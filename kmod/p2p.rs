@@ -57,6 +57,17 @@ unsafe fn reclaim_callback_data<T: FreeCallback>(data: *const c_void) {
     drop(unsafe { T::Data::from_foreign(data) });
 }
 
+/// A provider's return code as a `Result`: [`to_result`] with the success
+/// test inline, so the common path makes no call.
+#[inline(always)]
+fn check(rc: kernel::ffi::c_int) -> Result {
+    if rc == 0 {
+        Ok(())
+    } else {
+        to_result(rc)
+    }
+}
+
 /// Whether a version word is compatible with ours (same major, minor not
 /// older).
 pub(crate) const fn version_compatible(theirs: u32, ours: u32) -> bool {
@@ -178,7 +189,7 @@ impl<T: FreeCallback> PageTable<T> {
                 data.cast_mut(),
             )
         };
-        let pinned = to_result(rc).and_then(|()| NonNull::new(ptr).ok_or(EINVAL));
+        let pinned = check(rc).and_then(|()| NonNull::new(ptr).ok_or(EINVAL));
         match pinned {
             Ok(ptr) => Ok(Self::new(ptr, range, Some(callback))),
             Err(e) => {
@@ -190,33 +201,13 @@ impl<T: FreeCallback> PageTable<T> {
     }
 
     /// Pins `range` for good: no free callback, the memory stays until put.
+    /// The shim picks the driver's persistent call, or `get_pages` with no
+    /// callback before 535 (see [`PersistentApi`]).
     pub(crate) fn pin_persistent(range: GpuRange) -> core::result::Result<Self, Error> {
         let mut ptr = core::ptr::null_mut();
-        let rc = match PersistentApi::of_driver() {
-            // SAFETY: FFI call; `ptr` is a valid out-pointer.
-            PersistentApi::Dedicated => unsafe {
-                sys::pm_shim_p2p_get_pages_persistent(
-                    range.start(),
-                    range.len(),
-                    &mut ptr,
-                    sys::NVIDIA_P2P_FLAGS_DEFAULT,
-                )
-            },
-            // SAFETY: FFI call; `ptr` is a valid out-pointer; no callback
-            // and no data: the driver pins persistently.
-            PersistentApi::GetPagesWithoutCallback => unsafe {
-                sys::nvidia_p2p_get_pages(
-                    0,
-                    0,
-                    range.start(),
-                    range.len(),
-                    &mut ptr,
-                    None,
-                    core::ptr::null_mut(),
-                )
-            },
-        };
-        to_result(rc)?;
+        // SAFETY: FFI call; `ptr` is a valid out-pointer.
+        let rc = unsafe { sys::pm_shim_p2p_pin_persistent(range.start(), range.len(), &mut ptr) };
+        check(rc)?;
         let ptr = NonNull::new(ptr).ok_or(EINVAL)?;
         Ok(Self::new(ptr, range, None))
     }
@@ -325,23 +316,13 @@ impl<T: FreeCallback> PageTable<T> {
             Some(_) => unsafe {
                 sys::nvidia_p2p_put_pages(0, 0, self.range.start(), self.ptr.as_ptr())
             },
-            None => match PersistentApi::of_driver() {
-                // SAFETY: FFI call with the page table and address we pinned.
-                PersistentApi::Dedicated => unsafe {
-                    sys::pm_shim_p2p_put_pages_persistent(
-                        self.range.start(),
-                        self.ptr.as_ptr(),
-                        sys::NVIDIA_P2P_FLAGS_DEFAULT,
-                    )
-                },
-                // SAFETY: FFI call with the page table and address we pinned
-                // (with no callback: the driver's persistent pin).
-                PersistentApi::GetPagesWithoutCallback => unsafe {
-                    sys::nvidia_p2p_put_pages(0, 0, self.range.start(), self.ptr.as_ptr())
-                },
+            // SAFETY: FFI call with the page table and address we pinned
+            // persistently (the shim unpins the way it pinned).
+            None => unsafe {
+                sys::pm_shim_p2p_unpin_persistent(self.range.start(), self.ptr.as_ptr())
             },
         };
-        if let Err(e) = to_result(rc) {
+        if let Err(e) = check(rc) {
             return Err((self, e));
         }
         let this = ManuallyDrop::new(self);
@@ -520,7 +501,7 @@ impl DmaMapping {
                 self.ptr.as_ptr(),
             )
         };
-        match to_result(rc) {
+        match check(rc) {
             Ok(()) => {
                 STATS.mappings.fetch_sub(1, Ordering::Relaxed);
                 Ok(())
@@ -578,6 +559,11 @@ impl<T: FreeCallback> Pinned<T> {
         self.page_table.range()
     }
 
+    /// Checks the page table: see [`PageTable::validate`].
+    pub(crate) fn validate(&self) -> core::result::Result<(), Failure> {
+        self.page_table.validate()
+    }
+
     /// Whether a DMA mapping exists.
     pub(crate) fn is_mapped(&self) -> bool {
         self.mapping.is_some()
@@ -596,7 +582,7 @@ impl<T: FreeCallback> Pinned<T> {
         let rc = unsafe {
             sys::nvidia_p2p_dma_map_pages(peer.0.as_ptr(), self.page_table.ptr.as_ptr(), &mut ptr)
         };
-        to_result(rc).map_err(|e| Failure::new(ErrorKind::DmaMap, e))?;
+        check(rc).map_err(|e| Failure::new(ErrorKind::DmaMap, e))?;
         let ptr = NonNull::new(ptr).ok_or(Failure::new(ErrorKind::DmaMap, EINVAL))?;
         STATS.mappings.fetch_add(1, Ordering::Relaxed);
         // INVARIANT: just mapped from this page table, which `self` owns.

@@ -194,17 +194,57 @@ impl Registration {
     ) -> core::result::Result<Option<Arc<Self>>, Failure> {
         let range = GpuRange::new(addr, size).map_err(|e| Failure::new(ErrorKind::Range, e))?;
         let module = ModuleRef::try_get().ok_or(Failure::new(ErrorKind::ModuleGoing, ENODEV))?;
-        // Born with the probe in flight: a free callback firing during the
-        // probe only records the invalidation.
-        let this = ListArc::pin_init(
+        let this = match kind {
+            PinKind::Persistent => {
+                // A persistent pin has no free callback, so nothing can
+                // invalidate the probe: it needs no registration, and the
+                // registration is born idle (or holding a probe that could
+                // not be unpinned, for release to retry).
+                let Some(leftover) = Self::probe_persistent(range)? else {
+                    return Ok(None);
+                };
+                Self::new(kind, range, module, leftover, None)?
+            }
+            PinKind::Invalidating => {
+                // Born with the probe in flight: a free callback firing
+                // during the probe only records the invalidation.
+                let this = Self::new(kind, range, module, None, Some(Op::Pinning))?;
+                let Ok(probe) = Self::pin_pages(this.as_arc_borrow()) else {
+                    // Not GPU memory (or not pinnable): simply not ours.
+                    // Nobody else holds the registration: it goes with
+                    // `this`.
+                    return Ok(None);
+                };
+                if this.unpin_in_flight(Pinned::new(probe)) {
+                    // Freed while we probed it: no longer GPU memory.
+                    return Ok(None);
+                }
+                this
+            }
+        };
+        let core_ref = this.clone_arc();
+        registry::insert(this);
+        Ok(Some(core_ref))
+    }
+
+    /// Allocates a registration of `range`, holding `pinned` with
+    /// `in_flight` under way.
+    fn new(
+        kind: PinKind,
+        range: GpuRange,
+        module: ModuleRef,
+        pinned: Option<Pinned>,
+        in_flight: Option<Op>,
+    ) -> core::result::Result<ListArc<Self>, Failure> {
+        ListArc::pin_init(
             try_pin_init!(Self {
                 state <- new_spinlock!(
                     State {
-                        pinned: None,
+                        pinned,
                         sg: None,
                         core_context: 0,
                         has_core_context: false,
-                        in_flight: Some(Op::Pinning),
+                        in_flight,
                         invalidation: Invalidation::None,
                         released: false,
                     },
@@ -218,32 +258,44 @@ impl Registration {
             }),
             GFP_KERNEL,
         )
-        .map_err(|e| Failure::new(ErrorKind::NoMemory, e))?;
+        .map_err(|e| Failure::new(ErrorKind::NoMemory, e))
+    }
 
-        // Probe: is the range pinnable GPU memory? Pin and unpin at once.
-        let probe = match Self::pin_pages(this.as_arc_borrow()) {
+    /// Probes `range` for a persistent registration: pins and unpins it.
+    /// `Ok(None)` if it is not pinnable GPU memory; `Ok(Some(leftover))` if
+    /// it is: `leftover` is the probe's pin if unpinning it failed.
+    #[allow(clippy::option_option)]
+    fn probe_persistent(range: GpuRange) -> core::result::Result<Option<Option<Pinned>>, Failure> {
+        let page_table = match PageTable::<Self>::pin_persistent(range) {
             Ok(page_table) => page_table,
-            Err(e) => {
-                // Nobody else holds the registration: it goes with `this`.
-                if kind == PinKind::Persistent && e == ENOTSUPP {
-                    pr_warn!(
-                        "[{:#x}, {:#x}): the persistent P2P API is not supported (MIG or vGPU?); load with persistent_api_support=0\n",
-                        range.start(),
-                        range.end()
-                    );
-                    return Err(Failure::new(ErrorKind::PersistentUnsupported, e));
-                }
-                // Not GPU memory (or not pinnable): simply not ours.
-                return Ok(None);
+            Err(e) if e == ENOTSUPP => {
+                pr_warn!(
+                    "[{:#x}, {:#x}): the persistent P2P API is not supported (MIG or vGPU?); load with persistent_api_support=0\n",
+                    range.start(),
+                    range.end()
+                );
+                return Err(Failure::new(ErrorKind::PersistentUnsupported, e));
             }
+            // Not GPU memory (or not pinnable): simply not ours.
+            Err(_) => return Ok(None),
         };
-        if this.unpin_in_flight(Pinned::new(probe)) {
-            // Freed while we probed it: no longer GPU memory.
-            return Ok(None);
+        match page_table.unpin() {
+            // No free callback: nothing to take back.
+            Ok(unpinned) => {
+                drop(unpinned);
+                Ok(Some(None))
+            }
+            Err((page_table, e)) => {
+                STATS.error(ErrorKind::PutPages);
+                pr_err!(
+                    "unpinning the probe of [{:#x}, {:#x}) failed ({:?}); kept for a retry\n",
+                    range.start(),
+                    range.end(),
+                    e
+                );
+                Ok(Some(Some(Pinned::new(page_table))))
+            }
         }
-        let core_ref = this.clone_arc();
-        registry::insert(this);
-        Ok(Some(core_ref))
     }
 
     /// Pins the range the way this registration's kind does; with a free
@@ -255,13 +307,20 @@ impl Registration {
         }
     }
 
-    /// Called when get_pages or dma_map_pages returns: from now on a free
+    /// Called when dma_map_pages returns: from now on a free
     /// callback waits while we read what the provider returned
     /// ([`Op::Reading`]). Returns false, changing nothing, if an invalidation
     /// started while we were inside the provider: that callback did not wait
     /// for us, and once it returns the driver frees the page table and its
     /// mappings, so nothing the call returned may be read.
+    ///
+    /// A persistent registration skips this (and stays [`Op::Mapping`]):
+    /// its pages have no free callback, so no invalidation starts and
+    /// nothing waits for its readers.
     fn out_of_provider(&self) -> bool {
+        if self.kind == PinKind::Persistent {
+            return true;
+        }
         let mut st = self.state.lock();
         if st.invalidation != Invalidation::None {
             return false;
@@ -404,21 +463,54 @@ impl Registration {
                 return Err(Failure::new(kind, e));
             }
         };
-        if !this.out_of_provider() {
-            // Freed before we even read it: the driver frees it.
-            this.finish_in_flight(Pinned::new(page_table), None);
-            return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
-        }
-        if let Err(f) = page_table.validate() {
-            // Unpin what we cannot use: nothing stays pinned.
-            this.state.lock().in_flight = Some(Op::Unpinning);
-            this.unpin_in_flight(Pinned::new(page_table));
+        this.finish_pinning(page_table)
+    }
+
+    /// Ends get_pages once the provider pinned `page_table`, in one critical
+    /// section: unless an invalidation started while we were inside the
+    /// provider, checks the page table and keeps it. Reading it under our
+    /// lock is what a free callback waits for (it takes the lock first), so
+    /// it cannot die under us; an unusable one is unpinned, so nothing stays
+    /// pinned. If an invalidation started, that callback did not wait for
+    /// us and nothing may be read: a running callback frees the page table
+    /// after the core's invalidate, a finished one left it to us (dead).
+    fn finish_pinning(&self, page_table: PageTable<Self>) -> core::result::Result<(), Failure> {
+        let pinned = Pinned::new(page_table);
+        let (refused, dead) = {
+            let mut st = self.state.lock();
+            match st.invalidation {
+                Invalidation::None => match pinned.validate() {
+                    Ok(()) => {
+                        st.in_flight = None;
+                        st.pinned = Some(pinned);
+                        return Ok(());
+                    }
+                    Err(f) => {
+                        st.in_flight = Some(Op::Unpinning);
+                        (Some((pinned, f)), None)
+                    }
+                },
+                Invalidation::Running => {
+                    st.in_flight = None;
+                    st.pinned = Some(pinned);
+                    (None, None)
+                }
+                Invalidation::Done => {
+                    st.in_flight = None;
+                    (None, Some(pinned))
+                }
+            }
+        };
+        if let Some((pinned, f)) = refused {
+            self.unpin_in_flight(pinned);
             return Err(f);
         }
-        if this.finish_in_flight(Pinned::new(page_table), None) {
-            return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
+        if let Some(pinned) = dead {
+            // SAFETY: the invalidation is `Done`: the provider called the free
+            // callback of this page table.
+            unsafe { pinned.free_dead() };
         }
-        Ok(())
+        Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT))
     }
 
     /// The core's dma_map: maps for the HCA and fills `sg_head` (left
@@ -631,44 +723,46 @@ impl Registration {
                 );
             }
         }
-        self.wait_for_readers();
-        let pinned = {
-            let mut st = self.state.lock();
-            st.invalidation = Invalidation::Done;
-            st.pinned.take()
-        };
+        let pinned = self.end_invalidation();
         if let Some(pinned) = pinned {
             // SAFETY: we are the page table's free callback.
             unsafe { pinned.free_dead() };
         }
     }
 
-    /// From the free callback: waits until no other thread reads the page
-    /// table or its mapping: a dma_unmap started before the callback (the
-    /// core deregistering; `nvidia_p2p_dma_unmap_pages` reads both), or a
-    /// get_pages/dma_map reading what the provider just returned. The
-    /// driver frees both as soon as the callback returns (515 and later), so
-    /// returning earlier would make those reads a use-after-free. Waiting
-    /// cannot deadlock: none of them takes the driver lock the callback runs
-    /// under (see [`Op::reads_provider_objects`]).
-    fn wait_for_readers(&self) {
-        let mut waited = None;
+    /// From the free callback, once the core's invalidate returned: marks
+    /// the invalidation done and takes what is left pinned, in the same
+    /// critical section that finds no other thread reading the page table
+    /// or its mapping. Those readers are waited for: a dma_unmap started
+    /// before the callback (the core deregistering;
+    /// `nvidia_p2p_dma_unmap_pages` reads both), or a dma_map reading what
+    /// the provider just returned. The driver frees both as soon as the
+    /// callback returns (515 and later), so returning earlier would make
+    /// those reads a use-after-free. Waiting cannot deadlock: none of them
+    /// takes the driver lock the callback runs under (see
+    /// [`Op::reads_provider_objects`]).
+    fn end_invalidation(&self) -> Option<Pinned> {
+        let mut waited = false;
         loop {
-            let op = self.state.lock().in_flight;
-            match op {
-                Some(op) if op.reads_provider_objects() => {
-                    if waited.is_none() {
-                        waited = Some(op);
-                        stats::inc(if op == Op::Unmapping {
-                            &STATS.free_waited_for_unmap
-                        } else {
-                            &STATS.free_waited_for_registration
-                        });
+            let reader = {
+                let mut st = self.state.lock();
+                match st.in_flight {
+                    Some(op) if op.reads_provider_objects() => op,
+                    _ => {
+                        st.invalidation = Invalidation::Done;
+                        return st.pinned.take();
                     }
-                    crate::sleep::sleep_ms(1);
                 }
-                _ => return,
+            };
+            if !waited {
+                waited = true;
+                stats::inc(if reader == Op::Unmapping {
+                    &STATS.free_waited_for_unmap
+                } else {
+                    &STATS.free_waited_for_registration
+                });
             }
+            crate::sleep::sleep_ms(1);
         }
     }
 

@@ -434,6 +434,12 @@ fn registration_lifecycle_invalidating() {
 }
 
 fn registration_lifecycle_persistent() {
+    // The mock driver has the persistent calls (535 and later): pinned
+    // through them, as debugfs says.
+    check_eq!(
+        crate::p2p::PersistentApi::of_driver(),
+        crate::p2p::PersistentApi::Dedicated
+    );
     lifecycle(&client::NV_MEM_PERSISTENT_EX, false);
     lifecycle(&client::NV_MEM_NC_LEGACY, false);
 }
