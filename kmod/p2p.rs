@@ -203,6 +203,7 @@ impl<T: FreeCallback> PageTable<T> {
     /// Pins `range` for good: no free callback, the memory stays until put.
     /// The shim picks the driver's persistent call, or `get_pages` with no
     /// callback before 535 (see [`PersistentApi`]).
+    #[inline(always)]
     pub(crate) fn pin_persistent(range: GpuRange) -> core::result::Result<Self, Error> {
         let mut ptr = core::ptr::null_mut();
         // SAFETY: FFI call; `ptr` is a valid out-pointer.
@@ -262,6 +263,7 @@ impl<T: FreeCallback> PageTable<T> {
 
     /// Checks that the provider gave what we can use: a compatible version,
     /// 64 KiB pages and one entry per GPU page of the range.
+    #[inline(always)]
     pub(crate) fn validate(&self) -> core::result::Result<(), Failure> {
         let pt = self.raw();
         let Some(layout) = PageTableLayout::of(pt.version) else {
@@ -310,6 +312,7 @@ impl<T: FreeCallback> PageTable<T> {
     /// Unpins. On failure the page table is handed back, still pinned. On
     /// success the callback data comes back as [`Unpinned`], for the caller
     /// to say whether the free callback ran (see there).
+    #[inline(always)]
     pub(crate) fn unpin(self) -> core::result::Result<Unpinned<T>, (Self, Error)> {
         let rc = match self.callback {
             // SAFETY: FFI call with the page table and address we pinned.
@@ -488,6 +491,7 @@ impl DmaMapping {
     }
 
     /// Unmaps; `page_table` is the one mapped (the owner's).
+    #[inline(always)]
     fn unmap(
         self,
         page_table: NonNull<sys::nvidia_p2p_page_table>,
@@ -572,6 +576,7 @@ impl<T: FreeCallback> Pinned<T> {
     /// Maps the pages for `peer`: the provider call only, nothing of the
     /// mapping is read (see [`Pinned::dma_addresses`]). The mapping stays in
     /// `self`.
+    #[inline(always)]
     pub(crate) fn map(&mut self, peer: PciDevice) -> core::result::Result<(), Failure> {
         if self.mapping.is_some() {
             return Err(Failure::new(ErrorKind::Sequence, EINVAL));
@@ -593,6 +598,7 @@ impl<T: FreeCallback> Pinned<T> {
     /// Checks the mapping made by [`Pinned::map`] and returns the DMA address
     /// of each GPU page. An unusable mapping stays in `self` for the caller
     /// to unmap (or to free, should the memory die meanwhile).
+    #[inline(always)]
     pub(crate) fn dma_addresses(&self) -> core::result::Result<&[u64], Failure> {
         let range = self.range();
         let Some(mapping) = self.mapping.as_ref() else {
@@ -632,6 +638,7 @@ impl<T: FreeCallback> Pinned<T> {
     }
 
     /// Unmaps, if mapped. On failure the mapping is kept.
+    #[inline(always)]
     pub(crate) fn unmap(&mut self) -> Result {
         match self.mapping.take() {
             None => Ok(()),
@@ -653,6 +660,7 @@ impl<T: FreeCallback> Pinned<T> {
     }
 
     /// Unmaps and unpins. On failure everything still held is handed back.
+    #[inline(always)]
     pub(crate) fn unpin(mut self) -> core::result::Result<Unpinned<T>, (Self, Error)> {
         if let Err(e) = self.unmap() {
             return Err((self, e));

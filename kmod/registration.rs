@@ -229,6 +229,7 @@ impl Registration {
 
     /// Allocates a registration of `range`, holding `pinned` with
     /// `in_flight` under way.
+    #[inline(always)]
     fn new(
         kind: PinKind,
         range: GpuRange,
@@ -265,6 +266,7 @@ impl Registration {
     /// `Ok(None)` if it is not pinnable GPU memory; `Ok(Some(leftover))` if
     /// it is: `leftover` is the probe's pin if unpinning it failed.
     #[allow(clippy::option_option)]
+    #[inline(always)]
     fn probe_persistent(range: GpuRange) -> core::result::Result<Option<Option<Pinned>>, Failure> {
         let page_table = match PageTable::<Self>::pin_persistent(range) {
             Ok(page_table) => page_table,
@@ -300,6 +302,7 @@ impl Registration {
 
     /// Pins the range the way this registration's kind does; with a free
     /// callback, the provider gets its own reference to the registration.
+    #[inline(always)]
     fn pin_pages(this: ArcBorrow<'_, Self>) -> Result<PageTable<Self>> {
         match this.kind {
             PinKind::Persistent => PageTable::pin_persistent(this.range),
@@ -317,6 +320,7 @@ impl Registration {
     /// A persistent registration skips this (and stays [`Op::Mapping`]):
     /// its pages have no free callback, so no invalidation starts and
     /// nothing waits for its readers.
+    #[inline(always)]
     fn out_of_provider(&self) -> bool {
         if self.kind == PinKind::Persistent {
             return true;
@@ -334,6 +338,7 @@ impl Registration {
     /// meanwhile. Then the SG table is freed, and so are the pinned pages if
     /// the free callback has finished (they are dead); a running callback
     /// frees them itself. Returns whether an invalidation started.
+    #[inline(always)]
     fn finish_in_flight(&self, pinned: Pinned, sg: Option<SgTable>) -> bool {
         let (invalidated, hand_back, unused_sg) = {
             let mut st = self.state.lock();
@@ -368,6 +373,7 @@ impl Registration {
     /// failure hands it back to the state, or frees it dead if the free
     /// callback has finished meanwhile. Returns whether an invalidation
     /// started.
+    #[inline(always)]
     fn unpin_in_flight(&self, pinned: Pinned) -> bool {
         match pinned.unpin() {
             Ok(unpinned) => {
@@ -474,6 +480,7 @@ impl Registration {
     /// pinned. If an invalidation started, that callback did not wait for
     /// us and nothing may be read: a running callback frees the page table
     /// after the core's invalidate, a finished one left it to us (dead).
+    #[inline(always)]
     fn finish_pinning(&self, page_table: PageTable<Self>) -> core::result::Result<(), Failure> {
         let pinned = Pinned::new(page_table);
         let (refused, dead) = {
@@ -599,6 +606,7 @@ impl Registration {
 
     /// Takes the resources for an unmap/unpin asked by the core, unless an
     /// invalidation made it a no-op.
+    #[inline(always)]
     fn take_for(&self, op: Op, sg_head: &bindings::sg_table) -> Option<Pinned> {
         let mut st = self.state.lock();
         if st.invalidation != Invalidation::None {

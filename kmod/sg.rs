@@ -88,6 +88,7 @@ unsafe impl Send for SgTable {}
 
 impl SgTable {
     /// Allocates and fills a table with the entries of `plan`.
+    #[inline(always)]
     pub(crate) fn build(plan: SgPlan<'_>) -> Result<Self> {
         let entries = u32::try_from(plan.entries()).map_err(|_| EINVAL)?;
         if entries == 0 {
