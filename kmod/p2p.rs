@@ -344,6 +344,7 @@ impl<T: FreeCallback> PageTable<T> {
     /// # Safety
     ///
     /// The provider has called the free callback of this page table.
+    #[inline(always)]
     unsafe fn free_dead(self) {
         let this = ManuallyDrop::new(self);
         this.uncount();
@@ -361,6 +362,7 @@ impl<T: FreeCallback> PageTable<T> {
         }
     }
 
+    #[inline(always)]
     fn uncount(&self) {
         STATS
             .pinned_pages
@@ -517,6 +519,7 @@ impl DmaMapping {
     /// # Safety
     ///
     /// The provider has called the free callback of the mapped page table.
+    #[inline(always)]
     unsafe fn free_dead(self) {
         STATS.mappings.fetch_sub(1, Ordering::Relaxed);
         // SAFETY: FFI call; the free callback of the page table has run
@@ -650,6 +653,7 @@ impl<T: FreeCallback> Pinned<T> {
     }
 
     /// Takes the mapping and the page table out, without running `Drop`.
+    #[inline(always)]
     fn into_parts(self) -> (Option<DmaMapping>, PageTable<T>) {
         let mut this = ManuallyDrop::new(self);
         let mapping = this.mapping.take();
@@ -683,6 +687,7 @@ impl<T: FreeCallback> Pinned<T> {
     /// # Safety
     ///
     /// The provider has called the free callback of this page table.
+    #[inline(always)]
     pub(crate) unsafe fn free_dead(self) {
         let (mapping, page_table) = self.into_parts();
         if let Some(mapping) = mapping {

@@ -702,6 +702,7 @@ impl Registration {
 
     /// The free callback: invalidate through the core, then free the dead
     /// mapping and page table.
+    #[inline(always)]
     fn invalidate(&self) {
         stats::inc(&STATS.invalidations);
         let ticket = {
@@ -749,6 +750,7 @@ impl Registration {
     /// those reads a use-after-free. Waiting cannot deadlock: none of them
     /// takes the driver lock the callback runs under (see
     /// [`Op::reads_provider_objects`]).
+    #[inline(always)]
     fn end_invalidation(&self) -> Option<Pinned> {
         let mut waited = false;
         loop {
