@@ -4,6 +4,8 @@
 #   bench.sh [mode=persistent|invalidating] [clients=rust,ref]
 #            [what=cycle,invalidate,throughput,memory] [profile=full|quick]
 #            [rounds=N]   (quick: 1, full: 3; more for BENCH_CLOCK=wall)
+#            [tp_ms=MS]   throughput window per thread count and round
+#                         (default 300)
 # A client is `rust`, `ref`, or `rust+PARAM=VALUE[+...]` (the Rust module
 # with extra parameters, e.g. rust+coalesce_sg=1). The clients take turns,
 # one loaded at a time, for `rounds` rounds (ABBA order, so that a drift of
@@ -19,6 +21,7 @@ clients=rust,ref
 what=cycle,invalidate,throughput,memory
 profile=full
 rounds=
+tp_ms_arg=
 for kv in "$@"; do
 	case $kv in
 	mode=*) mode=${kv#mode=} ;;
@@ -26,6 +29,7 @@ for kv in "$@"; do
 	what=*) what=${kv#what=} ;;
 	profile=*) profile=${kv#profile=} ;;
 	rounds=*) rounds=${kv#rounds=} ;;
+	tp_ms=*) tp_ms_arg=${kv#tp_ms=} ;;
 	*) fail "bad argument $kv" ;;
 	esac
 done
@@ -52,6 +56,11 @@ else
 	threads="1 2 4 8"
 	tp_ms=300
 fi
+case $tp_ms_arg in
+'') ;;
+*[!0-9]* | 0) fail "tp_ms=$tp_ms_arg: expected a positive number of milliseconds" ;;
+*) tp_ms=$tp_ms_arg ;;
+esac
 
 if ! [ -e /sys/kernel/tracing/trace ]; then
 	mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
