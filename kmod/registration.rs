@@ -85,8 +85,9 @@ enum Op {
     Pinning,
     /// Inside the provider's dma_map_pages.
     Mapping,
-    /// Out of get_pages or dma_map_pages, reading the new page table or
-    /// mapping (and unmapping it again on a refusal).
+    /// Out of dma_map_pages, reading the new mapping and building the SG
+    /// table (and unmapping it again on a refusal). get_pages reads its new
+    /// page table under the lock instead ([`Registration::finish_pinning`]).
     Reading,
     Unmapping,
     Unpinning,

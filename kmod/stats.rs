@@ -114,8 +114,8 @@ pub(crate) struct Stats {
     pub(crate) dma_unmap_after_free: AtomicU64,
     /// Free callbacks that waited for a dma_unmap in flight to return.
     pub(crate) free_waited_for_unmap: AtomicU64,
-    /// Free callbacks that waited for a get_pages/dma_map reading what the
-    /// provider had just returned.
+    /// Free callbacks that waited for a dma_map reading what the provider
+    /// had just returned.
     pub(crate) free_waited_for_registration: AtomicU64,
     /// Page tables the driver marked CPU-cacheable (coherent platforms).
     pub(crate) cpu_cacheable_page_tables: AtomicU64,
