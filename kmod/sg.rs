@@ -70,17 +70,21 @@ impl Iterator for SgPlan<'_> {
 }
 
 /// A scatter-gather table allocated and filled by this module, kept as the
-/// three words of its `sg_table`.
+/// words of its `sg_table` (`sg_alloc_table` sets `nents` and `orig_nents`
+/// alike, so one count is kept). Packed to 4-byte alignment, so that it
+/// takes 12 bytes in the registration's state, not 16: that keeps the
+/// registration in the 128-byte kmalloc class (see `registration`). Its
+/// fields are only ever copied out, never borrowed.
 ///
 /// # Invariants
 ///
-/// `{ sgl, nents, orig_nents }` is an `sg_table` that `sg_alloc_table` set
-/// up with `nents` entries, each filled with a DMA address and length; it is
-/// freed only by `Drop`.
+/// `{ sgl, nents, orig_nents: nents }` is an `sg_table` that
+/// `sg_alloc_table` set up with `nents` entries, each filled with a DMA
+/// address and length; it is freed only by `Drop`.
+#[repr(C, packed(4))]
 pub(crate) struct SgTable {
     sgl: NonNull<bindings::scatterlist>,
     nents: u32,
-    orig_nents: u32,
 }
 
 // SAFETY: the table is plain memory owned by this value.
@@ -102,11 +106,16 @@ impl SgTable {
             unsafe { bindings::sg_free_table(&mut table) };
             return Err(ENOMEM);
         };
-        // INVARIANT: allocated with `entries` entries, filled below.
+        if table.nents != entries || table.orig_nents != entries {
+            // SAFETY: set up by `sg_alloc_table` just above, not freed.
+            unsafe { bindings::sg_free_table(&mut table) };
+            return Err(EINVAL);
+        }
+        // INVARIANT: allocated with `entries` entries (both counts), filled
+        // below.
         let this = Self {
             sgl,
-            nents: table.nents,
-            orig_nents: table.orig_nents,
+            nents: entries,
         };
         if !plan.coalesce {
             // One entry per GPU page: filled by the shim in one call.
@@ -115,14 +124,19 @@ impl SgTable {
             // `entries` entries; `plan.addresses` has `entries` elements,
             // readable for the call.
             let filled = unsafe {
-                sys::pm_shim_sg_fill_pages(this.sgl.as_ptr(), plan.addresses.as_ptr(), entries, len)
+                sys::pm_shim_sg_fill_pages(
+                    this.sgl().as_ptr(),
+                    plan.addresses.as_ptr(),
+                    entries,
+                    len,
+                )
             };
             if filled != entries {
                 return Err(EINVAL);
             }
             return Ok(this);
         }
-        let mut sg = this.sgl.as_ptr();
+        let mut sg = this.sgl().as_ptr();
         for (address, len) in plan {
             if sg.is_null() {
                 return Err(EINVAL);
@@ -139,12 +153,17 @@ impl SgTable {
         Ok(this)
     }
 
+    /// The first entry (a copy: the field may be unaligned).
+    fn sgl(&self) -> NonNull<bindings::scatterlist> {
+        self.sgl
+    }
+
     /// The table to give the core (it shares our entries).
     pub(crate) fn raw(&self) -> bindings::sg_table {
         bindings::sg_table {
-            sgl: self.sgl.as_ptr(),
-            nents: self.nents,
-            orig_nents: self.orig_nents,
+            sgl: self.sgl().as_ptr(),
+            nents: self.entries(),
+            orig_nents: self.entries(),
         }
     }
 
@@ -155,7 +174,7 @@ impl SgTable {
 
     /// Whether `table` shares our entries.
     pub(crate) fn is(&self, table: &bindings::sg_table) -> bool {
-        table.sgl == self.sgl.as_ptr()
+        table.sgl == self.sgl().as_ptr()
     }
 }
 
