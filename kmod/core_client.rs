@@ -9,7 +9,7 @@ use crate::client::ClientTable;
 use crate::sys;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
-use kernel::{error::to_result, ffi::c_void, prelude::*};
+use kernel::{ffi::c_void, prelude::*};
 
 /// The core's `invalidate_peer_memory` function type.
 type InvalidateFn = unsafe extern "C" fn(*mut c_void, u64) -> kernel::ffi::c_int;
@@ -53,7 +53,7 @@ impl InvalidationSlot {
         let f: InvalidateFn = unsafe { core::mem::transmute::<usize, InvalidateFn>(f) };
         // SAFETY: FFI call to the core's invalidate function with its handle,
         // both valid while the client is registered (type invariant).
-        to_result(unsafe { f(handle, ticket) })
+        sys::check(unsafe { f(handle, ticket) })
     }
 }
 

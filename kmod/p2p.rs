@@ -10,11 +10,12 @@
 use crate::range::GpuRange;
 use crate::stats::{self, ErrorKind, Failure, STATS};
 use crate::sys;
+use crate::sys::check;
 use core::marker::PhantomData;
 use core::mem::ManuallyDrop;
 use core::ptr::NonNull;
 use core::sync::atomic::Ordering;
-use kernel::{bindings, error::to_result, ffi::c_void, prelude::*, types::ForeignOwnable};
+use kernel::{bindings, ffi::c_void, prelude::*, types::ForeignOwnable};
 
 /// What the provider's free callback does with the data it was given.
 pub(crate) trait FreeCallback {
@@ -55,17 +56,6 @@ unsafe extern "C" fn free_callback<T: FreeCallback>(data: *mut c_void) {
 unsafe fn reclaim_callback_data<T: FreeCallback>(data: *const c_void) {
     // SAFETY: guaranteed by the function's safety requirements.
     drop(unsafe { T::Data::from_foreign(data) });
-}
-
-/// A provider's return code as a `Result`: [`to_result`] with the success
-/// test inline, so the common path makes no call.
-#[inline(always)]
-fn check(rc: kernel::ffi::c_int) -> Result {
-    if rc == 0 {
-        Ok(())
-    } else {
-        to_result(rc)
-    }
 }
 
 /// Whether a version word is compatible with ours (same major, minor not
@@ -351,7 +341,7 @@ impl<T: FreeCallback> PageTable<T> {
         // SAFETY: FFI call; the free callback for this page table has run
         // (function's safety requirements).
         let rc = unsafe { sys::nvidia_p2p_free_page_table(this.ptr.as_ptr()) };
-        if let Err(e) = to_result(rc) {
+        if let Err(e) = check(rc) {
             STATS.error(ErrorKind::Free);
             pr_err!(
                 "nvidia_p2p_free_page_table failed ({:?}) for [{:#x}, {:#x})\n",
@@ -525,7 +515,7 @@ impl DmaMapping {
         // SAFETY: FFI call; the free callback of the page table has run
         // (function's safety requirements).
         let rc = unsafe { sys::nvidia_p2p_free_dma_mapping(self.ptr.as_ptr()) };
-        if let Err(e) = to_result(rc) {
+        if let Err(e) = check(rc) {
             STATS.error(ErrorKind::Free);
             pr_err!("nvidia_p2p_free_dma_mapping failed ({:?})\n", e);
         }

@@ -8,7 +8,7 @@
 
 use crate::sys;
 use core::ptr::NonNull;
-use kernel::{bindings, error::to_result, prelude::*};
+use kernel::{bindings, prelude::*};
 
 /// The longest entry a coalesced run may make: the largest multiple of
 /// 64 KiB that fits the `unsigned int` length of a scatterlist entry.
@@ -100,7 +100,7 @@ impl SgTable {
         }
         let mut table = bindings::sg_table::default();
         // SAFETY: FFI call on a zeroed table we own.
-        to_result(unsafe { bindings::sg_alloc_table(&mut table, entries, bindings::GFP_KERNEL) })?;
+        sys::check(unsafe { bindings::sg_alloc_table(&mut table, entries, bindings::GFP_KERNEL) })?;
         let Some(sgl) = NonNull::new(table.sgl) else {
             // SAFETY: set up by `sg_alloc_table` just above, not freed.
             unsafe { bindings::sg_free_table(&mut table) };

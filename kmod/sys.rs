@@ -29,3 +29,15 @@ use kernel::ffi;
 use kernel::bindings::*;
 
 include!("../ffi/bindings_generated.rs");
+
+/// A C return code (0 or a negative errno) as a `Result`: `to_result` with
+/// the success test inline, so the common path makes no call (the kernel
+/// crate's `to_result` is out of line).
+#[inline(always)]
+pub(crate) fn check(rc: ffi::c_int) -> kernel::error::Result {
+    if rc == 0 {
+        Ok(())
+    } else {
+        kernel::error::to_result(rc)
+    }
+}

@@ -1,7 +1,10 @@
 #!/bin/sh
 # The guest half of `make bench-trace` (tests/bench/run-trace.sh): one
 # 64 KiB register + DMA + deregister round trip of one client, which the
-# host's gdb single-steps through every call the core makes into the client.
+# host's gdb single-steps through every call the core makes into the client;
+# then the client reloaded in invalidating mode (the bench's parameters)
+# and one cudaFree of a registered 64 KiB buffer, whose free callback gdb
+# single-steps (TRACE-READY-INVALIDATE, KSYM2 lines for the new load).
 #   bench_trace [client=rs|ref] [wait=SECONDS]
 # Prints every module symbol (KSYM lines) and TRACE-READY, then
 # waits for gdb to attach and set its breakpoints before the traced round
@@ -24,5 +27,21 @@ echo "TRACE-READY $mod"
 sleep "$wait_s"
 _o=$(st roundtrip 64K) || fail "traced round trip failed: $_o"
 echo "TRACE-DONE $mod"
+unload "$mod"
+if [ "$mod" = nvidia_peermem_rs ]; then
+	load "$mod" persistent_api_support=0
+else
+	load "$mod" name=nv_mem abi=ex ex_flags=1
+fi
+inval() {
+	simtest bench invalidate 64K --iters "$1" --scale 256 --label trace >/dev/null ||
+		fail "invalidation bench failed"
+}
+inval 2
+grep -E "\]$" /proc/kallsyms | sed "s/^/KSYM2 /"
+echo "TRACE-READY-INVALIDATE $mod"
+sleep "$wait_s"
+inval 1
+echo "TRACE-DONE-INVALIDATE $mod"
 stack_down
 pass

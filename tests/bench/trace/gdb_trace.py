@@ -8,7 +8,9 @@ Waits for the guest's TRACE-READY line, reads the client module's symbols
 from its KSYM lines, breaks on the seven callbacks the PeerDirect core calls
 (acquire, get_pages, dma_map, get_page_size, dma_unmap, put_pages, release)
 and single-steps each call from its entry to its return, recording every
-instruction address. QEMU's gdbstub keeps interrupts and timers off while
+instruction address. Then (TRACE-READY-INVALIDATE: the client reloaded in
+invalidating mode, its symbols in KSYM2 lines) it single-steps the
+client's free callback during one cudaFree of a registered 64 KiB buffer. QEMU's gdbstub keeps interrupts and timers off while
 stepping, so the trace is the call's own path (and everything it calls:
 the provider, the allocator, locks).
 """
@@ -23,7 +25,7 @@ PHASES = ("acquire", "get_pages", "dma_map", "get_page_size", "dma_unmap", "put_
 MASK = (1 << 64) - 1
 
 
-def wait_ready(log, timeout_s=300):
+def wait_ready(log, mark="TRACE-READY ", timeout_s=300):
     end = time.time() + timeout_s
     while time.time() < end:
         try:
@@ -31,10 +33,34 @@ def wait_ready(log, timeout_s=300):
                 text = f.read()
         except OSError:
             text = ""
-        if "TRACE-READY" in text:
+        if mark in text:
             return text
         time.sleep(0.2)
-    raise gdb.GdbError("the guest never printed TRACE-READY")
+    raise gdb.GdbError("the guest never printed %s" % mark.strip())
+
+
+def free_callback_entry(symbols, client):
+    """Address of the client's free callback (the NVIDIA P2P one)."""
+    for addr, name in symbols:
+        if client == "ref" and name == "ref_free_cb":
+            return addr
+        # Rust v0 mangling of p2p::free_callback::<Registration>
+        if client != "ref" and re.search(r"13free_callback", name):
+            return addr
+    raise gdb.GdbError("no symbol for the free callback")
+
+
+def step_to_return(pc):
+    """Single-steps from a call's first instruction to its return address;
+    returns every instruction address executed."""
+    ret = int(gdb.parse_and_eval("*(unsigned long *)%d" % reg("rsp"))) & MASK
+    rips = [pc]
+    while True:
+        gdb.execute("stepi", to_string=True)
+        pc = reg("pc")
+        if pc == ret:
+            return rips
+        rips.append(pc)
 
 
 def entry_points(symbols, client):
@@ -76,19 +102,27 @@ def main():
         pc = reg("pc")
         if pc not in entries:
             raise gdb.GdbError("stopped outside the callbacks at 0x%x" % pc)
-        ret = int(gdb.parse_and_eval("*(unsigned long *)%d" % reg("rsp"))) & MASK
-        rips = [pc]
-        while True:
-            gdb.execute("stepi", to_string=True)
-            pc = reg("pc")
-            if pc == ret:
-                break
-            rips.append(pc)
+        rips = step_to_return(pc)
         calls.append({"phase": entries[rips[0]], "rips": rips})
     gdb.execute("delete", to_string=True)
     gdb.execute("detach", to_string=True)
+
+    # The free callback, on the client reloaded in invalidating mode.
+    text = wait_ready(log, "TRACE-READY-INVALIDATE")
+    symbols2 = [(int(a, 16), n) for a, n in re.findall(r"KSYM2 ([0-9a-f]+) \w (\S+)", text)]
+    entry = free_callback_entry(symbols2, client)
+    gdb.execute("target remote 127.0.0.1:%s" % os.environ["TRACE_PORT"], to_string=True)
+    gdb.execute("break *0x%x" % entry, to_string=True)
+    gdb.execute("continue", to_string=True)
+    pc = reg("pc")
+    if pc != entry:
+        raise gdb.GdbError("stopped outside the free callback at 0x%x" % pc)
+    invalidation = {"phase": "free_callback", "rips": step_to_return(pc), "symbols": symbols2}
+    gdb.execute("delete", to_string=True)
+    gdb.execute("detach", to_string=True)
     with open(os.environ["TRACE_OUT"], "w") as f:
-        json.dump({"client": client, "symbols": symbols, "calls": calls}, f)
+        json.dump({"client": client, "symbols": symbols, "calls": calls,
+                   "invalidation": invalidation}, f)
 
 
 main()
