@@ -6,6 +6,7 @@
 #            [rounds=N]   (quick: 1, full: 3; more for BENCH_CLOCK=wall)
 #            [tp_ms=MS]   throughput window per thread count and round
 #                         (default 300)
+#            [threads=N,N...]  throughput thread counts (full: 1,2,4,8)
 # A client is `rust`, `ref`, or `rust+PARAM=VALUE[+...]` (the Rust module
 # with extra parameters, e.g. rust+coalesce_sg=1). The clients take turns,
 # one loaded at a time, for `rounds` rounds (ABBA order, so that a drift of
@@ -22,6 +23,7 @@ what=cycle,invalidate,throughput,memory
 profile=full
 rounds=
 tp_ms_arg=
+threads_arg=
 for kv in "$@"; do
 	case $kv in
 	mode=*) mode=${kv#mode=} ;;
@@ -30,6 +32,7 @@ for kv in "$@"; do
 	profile=*) profile=${kv#profile=} ;;
 	rounds=*) rounds=${kv#rounds=} ;;
 	tp_ms=*) tp_ms_arg=${kv#tp_ms=} ;;
+	threads=*) threads_arg=${kv#threads=} ;;
 	*) fail "bad argument $kv" ;;
 	esac
 done
@@ -60,6 +63,11 @@ case $tp_ms_arg in
 '') ;;
 *[!0-9]* | 0) fail "tp_ms=$tp_ms_arg: expected a positive number of milliseconds" ;;
 *) tp_ms=$tp_ms_arg ;;
+esac
+case $threads_arg in
+'') ;;
+*[!0-9,]* | ,* | *, | *,,*) fail "threads=$threads_arg: expected thread counts, e.g. 2 or 1,2,4" ;;
+*) threads=$(echo "$threads_arg" | tr ',' ' ') ;;
 esac
 
 if ! [ -e /sys/kernel/tracing/trace ]; then
