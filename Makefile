@@ -3,7 +3,7 @@
 #   make            build nvidia_peermem_rs.ko against KDIR (default: the running kernel)
 #   make demo       set up, build, boot the test VM, load the simulated stack
 #                   and the module, validate a GPUDirect transfer end to end
-#   make test       set up, then every test (host + VM), ending "N passed, N failed"
+#   make test       set up, then every test (host + VM), ending "N passed, N failed, N skipped"
 #   make check      the fast loop while working: host tests, lint, build, one VM boot
 #   make deps       install the Debian packages and tools (run by demo/test)
 #   make vm-test SUITE=name   build and boot one suite of tests/vm/suites/

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: host tests, the build, every VM suite, the harness self-test,
-# and one closing `N passed, N failed` line. Exit 0 only when all is green.
+# and one closing `N passed, N failed, N skipped` line. Exit 0 only when all
+# is green: nothing failed, nothing skipped (tests/vm/README.md, "Skips"),
+# and every suite and check it started left its verdict.
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$repo"
@@ -20,11 +22,16 @@ phase() {
 # Host tests (cargo test: compile and run) go beside the build and the
 # packaging checks, whose kernel-module builds, single-crate rustc runs and
 # dkms/lintian steps leave a core idle much of the time (~40 s less).
-# Their lines are printed with lint's, after the VM suites.
+# Their lines are printed with lint's, after the VM suites. Every test
+# binary runs (--no-fail-fast); cargo's exit status goes to the summary, which
+# also fails a binary that printed no result (crash, abort) and counts the
+# skips host tests report in host-skips.txt.
 echo "==> host tests (cargo test --release --workspace), beside the build" >&2
 (
 	t0=$(date +%s)
-	cargo test --release --workspace --color never >"$results/cargo-test.log" 2>&1
+	PEERMEM_HOST_SKIPS="$results/host-skips.txt" \
+		cargo test --release --workspace --no-fail-fast --color never >"$results/cargo-test.log" 2>&1
+	echo $? >"$results/cargo-test.rc"
 	echo $(($(date +%s) - t0)) >"$results/phase-host-tests.seconds"
 ) &
 host_tests_pid=$!
@@ -34,7 +41,7 @@ echo "==> build" >&2
 if ! kdir=$(tests/build-all.sh); then
 	wait "$host_tests_pid"
 	echo "error: the build failed (see above)" >&2
-	echo "0 passed, 1 failed"
+	echo "0 passed, 1 failed, 0 skipped"
 	exit 1
 fi
 
@@ -117,6 +124,7 @@ phase selftest
 wait "$host_tests_pid"
 echo "==> host tests (cargo test --release --workspace; $(cat "$results/phase-host-tests.seconds" 2>/dev/null)s)" >&2
 grep -E "^test result:|FAILED|panicked|^error" "$results/cargo-test.log" >&2
+[ ! -s "$results/host-skips.txt" ] || sed 's/^/SKIP: /' "$results/host-skips.txt" >&2
 if [ -n "$packaging_pid" ]; then
 	wait "$packaging_pid"
 	tail -n 1 "$results/packaging-test.log" >&2
@@ -170,11 +178,18 @@ for k, v in sorted(t.items(), key=lambda kv: -kv[1]):
 EOP
 python3 tests/vm/scenario-timings.py "$results" >&2 || true
 echo "==> summary (results in $results, $(( $(date +%s) - start ))s)" >&2
+# The verdict of every suite and check this run started, whether or not it
+# is there: the summary fails each that is missing (a runner that died
+# before judging, a suite file the verdict rejects), instead of the total
+# quietly shrinking.
 verdicts=()
-for v in "$results"/*/verdict.json "$results"/harness-selftest.json "$results"/packaging.json \
-	"$results"/lint.json; do
-	[ -f "$v" ] && verdicts+=("$v")
-done
-target/release/vm-verdict summary --cargo-log "$results/cargo-test.log" "${verdicts[@]}" |
-	tee "$results/summary.txt"
+for f in "${suites[@]}"; do verdicts+=("$results/$(basename "$f" .suite)/verdict.json"); done
+if [ -n "$packaging_suite" ]; then
+	verdicts+=("$results/packaging/verdict.json" "$results/packaging.json")
+fi
+[ -z "$selftest_pid" ] || verdicts+=("$results/harness-selftest.json")
+verdicts+=("$results/lint.json")
+target/release/vm-verdict summary --cargo-log "$results/cargo-test.log" \
+	--cargo-status "$results/cargo-test.rc" --host-skips "$results/host-skips.txt" \
+	"${verdicts[@]}" | tee "$results/summary.txt"
 exit "${PIPESTATUS[0]}"

@@ -14,7 +14,7 @@ initramfs="$2/initramfs.cpio"
 # suite file, the test that must fail, a word describing the plant
 plants=(
 	"selftest-warn vm:selftest-warn:splats WARN"
-	"selftest-kunit kunit:harness_selftest failing-KUnit-case"
+	"selftest-kunit kunit:harness_selftest:harness_selftest_fails failing-KUnit-case"
 	"selftest-timeout vm:selftest-timeout:completed timeout"
 	"selftest-leak vm:selftest-leak:splats kmemleak"
 )

@@ -48,24 +48,51 @@ pub struct Splat {
     pub scenario: Option<String>,
 }
 
+/// How a test ended: a KUnit case (`ok`, `not ok`, `ok ... # SKIP`) or a
+/// scenario (`pass`, `skip`, anything else is a failure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// It ran and passed.
+    Pass,
+    /// It ran and failed.
+    Fail,
+    /// It did not run (or not all of it): never a pass.
+    Skip,
+}
+
 /// What a KUnit suite reported.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KunitReport {
-    /// Cases that said `ok`.
-    pub passed: Vec<String>,
-    /// Cases that said `not ok`.
-    pub failed: Vec<String>,
-    /// Cases that said `ok ... # SKIP`.
-    pub skipped: Vec<String>,
+    /// Every case line at the suite's case level, in order: its name and
+    /// outcome (the lines of a parameterised case's parameters, one level
+    /// deeper, are its evidence, not cases).
+    pub cases: Vec<(String, Outcome)>,
+    /// The number of cases the suite's plan (`1..N` after its
+    /// `# Subtest:` line) announced.
+    pub plan: Option<usize>,
+    /// The suite's own closing line: `Some(true)` for `ok N suite`.
+    pub suite_ok: Option<bool>,
     /// The guest said the suite's results were missing.
     pub missing: bool,
+}
+
+impl KunitReport {
+    /// The names of the cases that ended with `outcome`.
+    pub fn with(&self, outcome: Outcome) -> Vec<&str> {
+        self.cases
+            .iter()
+            .filter(|(_, o)| *o == outcome)
+            .map(|(n, _)| n.as_str())
+            .collect()
+    }
 }
 
 /// A scenario's one result line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScenarioReport {
-    /// `pass` or anything else (a failure).
-    pub passed: bool,
+    /// `pass`, `skip`, or anything else (a failure); of several lines, the
+    /// worst.
+    pub outcome: Outcome,
     /// The `key=value` figures that followed.
     pub figures: BTreeMap<String, String>,
     /// How many result lines this id printed (more than one is a failure).
@@ -83,6 +110,9 @@ pub struct LogFacts {
     pub scenarios: BTreeMap<String, ScenarioReport>,
     /// Every splat line.
     pub splats: Vec<Splat>,
+    /// What the guest's final kmemleak scan said (`PEERMEM-KMEMLEAK
+    /// scanned|unavailable`), if it got that far.
+    pub kmemleak: Option<String>,
 }
 
 /// Removes a leading printk timestamp (`[   12.345678] `) and CRs.
@@ -112,9 +142,11 @@ fn splat_kind(line: &str) -> Option<&'static str> {
         .map(|(_, kind)| *kind)
 }
 
-/// Parses a KTAP case line (`ok 1 name`, `not ok 2 name`, `ok 3 name # SKIP`).
-fn ktap_case(line: &str) -> Option<(bool, bool, String)> {
+/// Parses a KTAP result line (`ok 1 name`, `not ok 2 name`, `ok 3 name #
+/// SKIP`): its indentation, outcome and name.
+fn ktap_case(line: &str) -> Option<(usize, Outcome, String)> {
     let t = line.trim_start();
+    let indent = line.len() - t.len();
     let (ok, rest) = if let Some(r) = t.strip_prefix("not ok ") {
         (false, r)
     } else if let Some(r) = t.strip_prefix("ok ") {
@@ -133,13 +165,43 @@ fn ktap_case(line: &str) -> Option<(bool, bool, String)> {
         .trim_start_matches("- ")
         .trim()
         .to_string();
-    Some((ok, skip, name))
+    let outcome = match (ok, skip) {
+        (false, _) => Outcome::Fail,
+        (true, true) => Outcome::Skip,
+        (true, false) => Outcome::Pass,
+    };
+    Some((indent, outcome, name))
+}
+
+/// One KUnit suite's block (between `PEERMEM-KUNIT-BEGIN` and `-END`)
+/// while it is read.
+#[derive(Default)]
+struct KtapBlock {
+    /// Result lines other than the suite's own: indentation, outcome, name.
+    lines: Vec<(usize, Outcome, String)>,
+    /// The `# Subtest: SUITE` line was seen; the next plan is the suite's.
+    in_header: bool,
+}
+
+/// The cases of a finished block: the result lines at the shallowest
+/// indentation (KUnit's debugfs file puts the suite's own line at 0, its
+/// cases one level in, a parameterised case's parameters one more).
+fn ktap_cases(block: &KtapBlock) -> Vec<(String, Outcome)> {
+    let Some(level) = block.lines.iter().map(|(i, _, _)| *i).min() else {
+        return Vec::new();
+    };
+    block
+        .lines
+        .iter()
+        .filter(|(i, _, _)| *i == level)
+        .map(|(_, o, n)| (n.clone(), *o))
+        .collect()
 }
 
 /// Reads a whole log.
 pub fn analyse(text: &str) -> LogFacts {
     let mut facts = LogFacts::default();
-    let mut in_kunit: Option<String> = None;
+    let mut in_kunit: Option<(String, KtapBlock)> = None;
     let mut in_scenario: Option<String> = None;
     for (idx, raw) in text.lines().enumerate() {
         let line = clean_line(raw);
@@ -168,6 +230,11 @@ pub fn analyse(text: &str) -> LogFacts {
             };
             let mut it = body.split_whitespace();
             if let (Some(id), Some(result)) = (it.next(), it.next()) {
+                let outcome = match result {
+                    "pass" => Outcome::Pass,
+                    "skip" => Outcome::Skip,
+                    _ => Outcome::Fail,
+                };
                 let mut figures: BTreeMap<String, String> = it
                     .filter_map(|kv| kv.split_once('='))
                     .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -179,12 +246,14 @@ pub fn analyse(text: &str) -> LogFacts {
                     .scenarios
                     .entry(id.to_string())
                     .or_insert(ScenarioReport {
-                        passed: true,
+                        outcome,
                         figures: BTreeMap::new(),
                         count: 0,
                     });
                 entry.count += 1;
-                entry.passed &= result == "pass";
+                if outcome == Outcome::Fail || entry.outcome == Outcome::Pass {
+                    entry.outcome = outcome;
+                }
                 entry.figures = figures;
             }
             continue;
@@ -193,14 +262,20 @@ pub fn analyse(text: &str) -> LogFacts {
             facts.done.push(rest.trim().to_string());
             continue;
         }
+        if let Some(rest) = line.strip_prefix("PEERMEM-KMEMLEAK ") {
+            facts.kmemleak = Some(rest.trim().to_string());
+            continue;
+        }
         if let Some(rest) = line.strip_prefix("PEERMEM-KUNIT-BEGIN ") {
             let suite = rest.trim().to_string();
             facts.kunit.entry(suite.clone()).or_default();
-            in_kunit = Some(suite);
+            in_kunit = Some((suite, KtapBlock::default()));
             continue;
         }
         if line.starts_with("PEERMEM-KUNIT-END ") {
-            in_kunit = None;
+            if let Some((suite, block)) = in_kunit.take() {
+                facts.kunit.entry(suite).or_default().cases = ktap_cases(&block);
+            }
             continue;
         }
         if let Some(rest) = line.strip_prefix("PEERMEM-KUNIT-MISSING ") {
@@ -211,28 +286,33 @@ pub fn analyse(text: &str) -> LogFacts {
                 .missing = true;
             continue;
         }
-        if let Some(suite) = &in_kunit {
-            if let Some((ok, skip, name)) = ktap_case(line) {
+        if let Some((suite, block)) = &mut in_kunit {
+            let t = line.trim();
+            if let Some(name) = t.strip_prefix("# Subtest: ") {
+                block.in_header = name.trim() == suite.as_str();
+                continue;
+            }
+            if let Some(n) = t.strip_prefix("1..") {
+                if block.in_header {
+                    block.in_header = false;
+                    facts.kunit.entry(suite.clone()).or_default().plan = n.trim().parse().ok();
+                }
+                continue;
+            }
+            if let Some((indent, outcome, name)) = ktap_case(line) {
                 // The suite's own closing line names the suite: not a case.
                 if name == *suite {
-                    if !ok {
-                        facts
-                            .kunit
-                            .entry(suite.clone())
-                            .or_default()
-                            .failed
-                            .push(name);
-                    }
+                    facts.kunit.entry(suite.clone()).or_default().suite_ok =
+                        Some(outcome != Outcome::Fail);
                     continue;
                 }
-                let report = facts.kunit.entry(suite.clone()).or_default();
-                match (ok, skip) {
-                    (false, _) => report.failed.push(name),
-                    (true, true) => report.skipped.push(name),
-                    (true, false) => report.passed.push(name),
-                }
+                block.lines.push((indent, outcome, name));
             }
         }
+    }
+    // A block the log cut off (the guest died inside it): its cases so far.
+    if let Some((suite, block)) = in_kunit {
+        facts.kunit.entry(suite).or_default().cases = ktap_cases(&block);
     }
     facts
 }
@@ -276,7 +356,7 @@ SCENARIO-RESULT quoted pass note=WARNING:
                 "oops"
             ]
         );
-        assert!(facts.scenarios["quoted"].passed);
+        assert_eq!(facts.scenarios["quoted"].outcome, Outcome::Pass);
     }
 
     #[test]
@@ -297,10 +377,54 @@ PEERMEM-KUNIT-MISSING t
 ";
         let facts = analyse(log);
         let s = &facts.kunit["s"];
-        assert_eq!(s.passed, vec!["a"]);
-        assert_eq!(s.failed, vec!["b", "s"]);
-        assert_eq!(s.skipped, vec!["c"]);
+        assert_eq!(s.with(Outcome::Pass), vec!["a"]);
+        assert_eq!(s.with(Outcome::Fail), vec!["b"]);
+        assert_eq!(s.with(Outcome::Skip), vec!["c"]);
+        assert_eq!(s.plan, Some(3));
+        assert_eq!(s.suite_ok, Some(false));
         assert!(facts.kunit["t"].missing);
+    }
+
+    /// The layout of 6.12's debugfs `results` file: a one-suite KTAP
+    /// document, the suite's header, plan and cases one level in, a
+    /// parameterised case's parameters two levels in.
+    #[test]
+    fn reads_debugfs_ktap_cases_at_their_level() {
+        let log = "\
+[    9.1] PEERMEM-KUNIT-BEGIN s
+KTAP version 1
+1..1
+    KTAP version 1
+    # Subtest: s
+    # module: s_kunit
+    1..3
+    ok 1 first
+        KTAP version 1
+        # Subtest: param
+        ok 1 p-0
+        not ok 2 p-1
+    not ok 2 param
+    ok 3 third
+    # s: pass:2 fail:1 skip:0 total:3
+ok 1 s
+PEERMEM-KUNIT-END s
+";
+        let s = &analyse(log).kunit["s"];
+        assert_eq!(
+            s.cases,
+            vec![
+                ("first".to_string(), Outcome::Pass),
+                ("param".to_string(), Outcome::Fail),
+                ("third".to_string(), Outcome::Pass),
+            ]
+        );
+        assert_eq!(s.plan, Some(3));
+        assert_eq!(s.suite_ok, Some(true));
+        // Cut off in the middle (the guest died): the cases so far.
+        let cut = &log[..log.find("    ok 3 third").unwrap()];
+        let s = &analyse(cut).kunit["s"];
+        assert_eq!(s.cases.len(), 2);
+        assert_eq!(s.suite_ok, None);
     }
 
     #[test]
@@ -308,14 +432,20 @@ PEERMEM-KUNIT-MISSING t
         let log = "junk SCENARIO-RESULT a[x=1] pass ops=10 leaks=0\n\
                    SCENARIO-RESULT b fail x=1 reason=it went boom\n\
                    SCENARIO-RESULT c pass\nSCENARIO-RESULT c pass\n\
-                   PEERMEM-SUITE-DONE demo\n";
+                   SCENARIO-RESULT d skip reason=no simtest\n\
+                   SCENARIO-RESULT e pass\nSCENARIO-RESULT e skip\nSCENARIO-RESULT e fail\n\
+                   PEERMEM-KMEMLEAK scanned\nPEERMEM-SUITE-DONE demo\n";
         let facts = analyse(log);
-        assert!(facts.scenarios["a[x=1]"].passed);
+        assert_eq!(facts.scenarios["a[x=1]"].outcome, Outcome::Pass);
         assert_eq!(facts.scenarios["a[x=1]"].figures["ops"], "10");
-        assert!(!facts.scenarios["b"].passed);
+        assert_eq!(facts.scenarios["b"].outcome, Outcome::Fail);
         assert_eq!(facts.scenarios["b"].figures["reason"], "it went boom");
         assert_eq!(facts.scenarios["b"].figures["x"], "1");
         assert_eq!(facts.scenarios["c"].count, 2);
+        assert_eq!(facts.scenarios["d"].outcome, Outcome::Skip);
+        assert_eq!(facts.scenarios["d"].figures["reason"], "no simtest");
+        assert_eq!(facts.scenarios["e"].outcome, Outcome::Fail);
         assert_eq!(facts.done, vec!["demo"]);
+        assert_eq!(facts.kmemleak.as_deref(), Some("scanned"));
     }
 }

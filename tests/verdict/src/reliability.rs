@@ -171,7 +171,16 @@ pub fn build(verdicts: &[SuiteVerdict]) -> Report {
                 scenario,
                 configuration: config.join(" "),
                 suite: v.suite.clone(),
-                result: if passed { "pass" } else { "fail" }.into(),
+                // A skipped scenario tested nothing: not a pass (counted
+                // with the failures below).
+                result: if passed {
+                    "pass"
+                } else if t.skipped {
+                    "skip"
+                } else {
+                    "fail"
+                }
+                .into(),
                 reason,
                 figures,
                 caught,

@@ -1,36 +1,171 @@
 //! The closing summary of `make test`: host tests and every VM verdict
-//! together, one `N passed, N failed` line.
+//! together, one `N passed, N failed, N skipped` line.
 
-use crate::verdict::SuiteVerdict;
+use crate::verdict::{Counts, SuiteVerdict, TestResult};
+use std::collections::BTreeMap;
 
-/// Counts from a `cargo test` log (`test result: ok. 12 passed; 0 failed; ...`).
-pub fn cargo_counts(log: &str) -> (usize, usize) {
-    let mut passed = 0;
-    let mut failed = 0;
-    for line in log.lines() {
-        let Some(rest) = line.trim().strip_prefix("test result: ") else {
+/// What a `cargo test --no-fail-fast` log says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CargoReport {
+    /// Passed, failed and ignored (skipped) tests over every `test result:`
+    /// line.
+    pub counts: Counts,
+    /// Test binaries (cargo's `Running ...` / `Doc-tests ...` lines) that
+    /// printed no `test result:` line: they crashed, aborted or hung up
+    /// before the end, and their tests were never counted.
+    pub silent: Vec<String>,
+    /// Test binaries cargo started.
+    pub binaries: usize,
+}
+
+/// The counts of one `test result:` line (`ok. 12 passed; 0 failed; 1
+/// ignored; 0 measured; 0 filtered out; finished in 0.01s`); ignored tests
+/// did not run: skipped.
+fn result_counts(rest: &str) -> Counts {
+    let mut c = Counts::default();
+    for part in rest.split(';') {
+        let mut w = part.split_whitespace().rev();
+        let (Some(label), Some(n)) = (w.next(), w.next()) else {
             continue;
         };
-        for part in rest.split(';') {
-            let mut w = part.split_whitespace().rev();
-            let (Some(label), Some(n)) = (w.next(), w.next()) else {
-                continue;
-            };
-            let Ok(n) = n.parse::<usize>() else { continue };
-            match label {
-                "passed" => passed += n,
-                "failed" => failed += n,
-                _ => {}
+        let Ok(n) = n.parse::<usize>() else { continue };
+        match label {
+            "passed" => c.passed += n,
+            "failed" => c.failed += n,
+            "ignored" => c.skipped += n,
+            _ => {}
+        }
+    }
+    c
+}
+
+/// Reads a `cargo test` log: the counts, and every test binary that ended
+/// without its `test result:` line.
+pub fn cargo_report(log: &str) -> CargoReport {
+    // Ends the binary that was running: silent unless it printed a result.
+    fn close(current: &mut Option<(String, bool)>, r: &mut CargoReport) {
+        if let Some((name, false)) = current.take() {
+            r.silent.push(name);
+        }
+    }
+    let mut r = CargoReport::default();
+    // The binary running now, and whether it printed its result.
+    let mut current: Option<(String, bool)> = None;
+    for line in log.lines() {
+        let t = line.trim();
+        // Cargo's status lines are right-aligned in 12 columns; a test's
+        // own output (shown for failures) starts at the margin.
+        let status =
+            line.starts_with(' ') && (t.starts_with("Running ") || t.starts_with("Doc-tests "));
+        if status {
+            close(&mut current, &mut r);
+            r.binaries += 1;
+            current = Some((t.to_string(), false));
+            continue;
+        }
+        if let Some(rest) = t.strip_prefix("test result: ") {
+            r.counts = r.counts + result_counts(rest);
+            if let Some((_, seen)) = &mut current {
+                *seen = true;
             }
         }
     }
-    (passed, failed)
+    close(&mut current, &mut r);
+    r
 }
 
-/// Renders the table of VM tests and returns (passed, failed) over them.
-pub fn render(verdicts: &[SuiteVerdict], out: &mut String) -> (usize, usize) {
-    let mut passed = 0;
-    let mut failed = 0;
+/// The host tests as a verdict: one test per test binary that printed no
+/// result, per host test that reported a skip, and for cargo's exit status
+/// when nothing else explains it. Its counts are added to the cargo
+/// log's.
+pub struct HostTests {
+    /// The counts of the `test result:` lines, skips moved from passed.
+    pub counts: Counts,
+    /// The tests the counts above do not hold: the binaries that printed
+    /// nothing, the skips, a failed cargo.
+    pub verdict: SuiteVerdict,
+}
+
+fn host_test(name: String, failure: Option<String>, skipped: bool) -> TestResult {
+    TestResult {
+        name,
+        passed: failure.is_none(),
+        skipped,
+        reason: failure.unwrap_or_default(),
+        figures: BTreeMap::new(),
+        evidence: Vec::new(),
+    }
+}
+
+/// Judges the host tests: `log` is cargo's output (`None`: there is none),
+/// `status` its exit status as the runner wrote it, `skips` the lines host
+/// tests appended to `$PEERMEM_HOST_SKIPS` (`test name: reason`), each
+/// test a pass in cargo's count that is a skip.
+pub fn host_tests(log: Option<&str>, status: Option<&str>, skips: &str) -> HostTests {
+    let mut tests = Vec::new();
+    let Some(log) = log else {
+        tests.push(host_test(
+            "host:cargo-test".into(),
+            Some("no cargo test log: the host tests never ran".into()),
+            false,
+        ));
+        return HostTests {
+            counts: Counts::default(),
+            verdict: SuiteVerdict {
+                suite: "host-tests".into(),
+                tests,
+            },
+        };
+    };
+    let r = cargo_report(log);
+    let mut counts = r.counts;
+    for b in &r.silent {
+        tests.push(host_test(
+            format!("host:{b}"),
+            Some("the test binary printed no test result (crashed, aborted or killed)".into()),
+            false,
+        ));
+    }
+    for line in skips.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let (name, reason) = line.split_once(": ").unwrap_or((line, "skipped"));
+        // Reported by a test that then returned: cargo counted it passed.
+        counts.passed = counts.passed.saturating_sub(1);
+        tests.push(host_test(format!("host:{name}"), Some(reason.into()), true));
+    }
+    let status_failure = match status.map(str::trim) {
+        Some("0") => None,
+        Some(s) if s.parse::<i32>().is_ok() => Some(format!("cargo test exited {s}")),
+        Some(s) => Some(format!("cargo test's exit status is unknown ('{s}')")),
+        None => Some("cargo test's exit status was not recorded".into()),
+    };
+    match status_failure {
+        // A failed test or a silent binary explains cargo's status already.
+        Some(why) if counts.failed == 0 && r.silent.is_empty() => tests.push(host_test(
+            "host:cargo-test".into(),
+            Some(format!(
+                "{why} with no failed test counted (a build or link failure?)"
+            )),
+            false,
+        )),
+        _ if r.binaries == 0 || counts.passed == 0 => tests.push(host_test(
+            "host:cargo-test".into(),
+            Some("cargo ran no test binary, or no test passed".into()),
+            false,
+        )),
+        _ => {}
+    }
+    HostTests {
+        counts,
+        verdict: SuiteVerdict {
+            suite: "host-tests".into(),
+            tests,
+        },
+    }
+}
+
+/// Renders the table of tests and returns their counts.
+pub fn render(verdicts: &[SuiteVerdict], out: &mut String) -> Counts {
+    let mut counts = Counts::default();
     let width = verdicts
         .iter()
         .flat_map(|v| v.tests.iter().map(|t| t.name.len()))
@@ -49,7 +184,13 @@ pub fn render(verdicts: &[SuiteVerdict], out: &mut String) -> (usize, usize) {
             out.push_str(&format!(
                 "  {:<width$}  {}  {}{}\n",
                 t.name,
-                if t.passed { "PASS" } else { "FAIL" },
+                if t.passed {
+                    "PASS"
+                } else if t.skipped {
+                    "SKIP"
+                } else {
+                    "FAIL"
+                },
                 figures.join(" "),
                 if t.passed {
                     String::new()
@@ -60,25 +201,102 @@ pub fn render(verdicts: &[SuiteVerdict], out: &mut String) -> (usize, usize) {
             for e in &t.evidence {
                 out.push_str(&format!("      {e}\n"));
             }
-            if t.passed {
-                passed += 1;
-            } else {
-                failed += 1;
-            }
+            counts.add(t);
         }
     }
-    (passed, failed)
+    counts
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const OK: &str = "   Compiling x v0.1.0\n\
+        \x20    Running unittests src/main.rs (target/release/deps/a-1)\n\n\
+        running 13 tests\n\
+        test result: ok. 12 passed; 0 failed; 1 ignored; 0 measured\n\
+        \x20    Running tests/cli.rs (target/release/deps/cli-2)\n\
+        test result: FAILED. 3 passed; 2 failed; 0 ignored\n\
+        \x20  Doc-tests x\n\
+        test result: ok. 0 passed; 0 failed; 0 ignored\n";
+
     #[test]
     fn sums_every_cargo_binary() {
-        let log = "test result: ok. 12 passed; 0 failed; 1 ignored; 0 measured\n\
-                   test result: FAILED. 3 passed; 2 failed; 0 ignored\n";
-        assert_eq!(cargo_counts(log), (15, 2));
-        assert_eq!(cargo_counts("nothing"), (0, 0));
+        let r = cargo_report(OK);
+        assert_eq!(
+            r.counts,
+            Counts {
+                passed: 15,
+                failed: 2,
+                skipped: 1
+            }
+        );
+        assert_eq!(r.binaries, 3);
+        assert!(r.silent.is_empty());
+        assert_eq!(cargo_report("nothing"), CargoReport::default());
+    }
+
+    #[test]
+    fn a_binary_without_a_result_fails_by_name() {
+        // Aborted after its first test: no result line; the next binary ran
+        // (--no-fail-fast).
+        let log = OK.replace(
+            "test result: FAILED. 3 passed; 2 failed; 0 ignored\n",
+            "running 5 tests\nerror: test failed, to rerun pass `-p x --test cli`\n",
+        );
+        let r = cargo_report(&log);
+        assert_eq!(
+            r.silent,
+            vec!["Running tests/cli.rs (target/release/deps/cli-2)"]
+        );
+        let h = host_tests(Some(&log), Some("101"), "");
+        assert_eq!(h.verdict.counts().failed, 1, "{:#?}", h.verdict);
+        assert!(h.verdict.tests[0].name.contains("tests/cli.rs"));
+        // The last binary silent too.
+        let log = OK.replace("test result: ok. 0 passed; 0 failed; 0 ignored\n", "");
+        assert_eq!(cargo_report(&log).silent, vec!["Doc-tests x"]);
+    }
+
+    #[test]
+    fn cargo_status_counts_when_nothing_else_explains_it() {
+        let green = OK.replace("FAILED. 3 passed; 2 failed", "ok. 5 passed; 0 failed");
+        let h = host_tests(Some(&green), Some("0"), "");
+        assert_eq!(h.verdict.counts(), Counts::default());
+        assert_eq!(h.counts.failed, 0);
+        // A link failure: cargo fails, no test binary runs.
+        let h = host_tests(Some("error: linking with `cc` failed\n"), Some("101"), "");
+        assert_eq!(h.verdict.counts().failed, 1);
+        // Every count fine but cargo failed: still red.
+        assert_eq!(
+            host_tests(Some(&green), Some("101"), "")
+                .verdict
+                .counts()
+                .failed,
+            1
+        );
+        // No status, no log: red.
+        assert_eq!(
+            host_tests(Some(&green), None, "").verdict.counts().failed,
+            1
+        );
+        assert_eq!(host_tests(None, Some("0"), "").verdict.counts().failed, 1);
+        // A failed test explains a failed cargo: counted once.
+        let h = host_tests(Some(OK), Some("101"), "");
+        assert_eq!(h.counts.failed + h.verdict.counts().failed, 2);
+    }
+
+    #[test]
+    fn host_skips_move_from_passed_to_skipped() {
+        let green = OK.replace("FAILED. 3 passed; 2 failed", "ok. 5 passed; 0 failed");
+        let h = host_tests(
+            Some(&green),
+            Some("0"),
+            "cli::binary_starts_without_libibverbs: no readelf\n",
+        );
+        assert_eq!(h.counts.passed, 16);
+        let t = &h.verdict.tests[0];
+        assert!(t.skipped && !t.passed);
+        assert_eq!(t.name, "host:cli::binary_starts_without_libibverbs");
+        assert_eq!(t.reason, "no readelf");
     }
 }

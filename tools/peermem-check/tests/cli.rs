@@ -8,6 +8,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod common;
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_peermem-check"))
 }
@@ -394,7 +396,7 @@ fn binary_starts_without_libibverbs() {
     let o = match Command::new("readelf").args(["-d", exe]).output() {
         Ok(o) if o.status.success() => o,
         _ => {
-            eprintln!("SKIP: no readelf (binutils)");
+            common::skip("binary_starts_without_libibverbs", "no readelf (binutils)");
             return;
         }
     };

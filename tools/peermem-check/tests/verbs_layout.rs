@@ -18,6 +18,8 @@ use std::process::Command;
 
 use rdma_sys::*;
 
+mod common;
+
 const PROBE: &str = r#"
 #include <stdio.h>
 #include <stddef.h>
@@ -71,7 +73,10 @@ fn header_values() -> Option<BTreeMap<String, i64>> {
     {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("SKIP: no C compiler: {e}");
+            common::skip(
+                "rdma_sys_layouts_match_the_system_header",
+                &format!("no C compiler (cc): {e}"),
+            );
             return None;
         }
     };
