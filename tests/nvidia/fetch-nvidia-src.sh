@@ -60,14 +60,16 @@ if [ ${#todo[@]} = 0 ]; then
 	exit 0
 fi
 
-command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null ||
+if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then
 	die "needs apt-get and dpkg-deb (Debian) to fetch $pkg"
+fi
 [ -f "$keyring" ] || die "$keyring missing (apt-get install debian-archive-keyring)"
 
 # The Debian mirror: the one apt uses for this host's release.
 mirror=${PEERMEM_DEBIAN_MIRROR:-}
 if [ -z "$mirror" ]; then
 	codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+	# shellcheck disable=SC2016 # apt's format fields, not shell
 	mirror=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' 2>/dev/null |
 		awk -v c="$codename" '$2 == c && $1 !~ /security/ { print $1; exit }')
 fi
