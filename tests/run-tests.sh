@@ -64,8 +64,15 @@ phase vm-suites
 tests/vm/mkinitramfs.sh "$results/initramfs.cpio" "$kdir" || exit 2
 # Lint (rustfmt, clippy, checkpatch; ~20-35 s of CPU) runs beside the VM
 # suites; its lines are printed when the suites are done.
-echo "==> lint (rustfmt, clippy, checkpatch), beside the VM suites" >&2
-tests/lint.sh "$kdir" "$results/lint.json" >"$results/lint.out" 2>&1 &
+# Then the ABI oracle (issue 33): NVIDIA's own headers of each fetched
+# release against ffi/include, and the module built against them.
+echo "==> lint (rustfmt, clippy, checkpatch), then the NVIDIA ABI oracle, beside the VM suites" >&2
+(
+	tests/lint.sh "$kdir" "$results/lint.json" >"$results/lint.out" 2>&1
+	t0=$(date +%s)
+	tests/nvidia/abi-oracle.sh "$results/nvidia-abi.json" "$kdir" >>"$results/lint.out" 2>&1
+	echo $(($(date +%s) - t0)) >"$results/phase-nvidia-abi.seconds"
+) &
 lint_pid=$!
 # Packaging (DKMS, modprobe.d, systemd, install, deb; ~35 s, mostly one
 # core: dkms, lintian) runs beside the suites too, and then boots
@@ -152,7 +159,7 @@ try:
     t = json.load(open(path))
 except (OSError, ValueError):
     t = {}
-for phase in ("host-tests", "build", "packaging", "vm-suites", "selftest"):
+for phase in ("host-tests", "build", "packaging", "vm-suites", "selftest", "nvidia-abi"):
     f = os.path.join(results, f"phase-{phase}.seconds")
     if os.path.exists(f):
         t["phase:" + phase] = int(open(f).read())
@@ -172,7 +179,7 @@ python3 tests/vm/scenario-timings.py "$results" >&2 || true
 echo "==> summary (results in $results, $(( $(date +%s) - start ))s)" >&2
 verdicts=()
 for v in "$results"/*/verdict.json "$results"/harness-selftest.json "$results"/packaging.json \
-	"$results"/lint.json; do
+	"$results"/lint.json "$results"/nvidia-abi.json; do
 	[ -f "$v" ] && verdicts+=("$v")
 done
 target/release/vm-verdict summary --cargo-log "$results/cargo-test.log" "${verdicts[@]}" |
