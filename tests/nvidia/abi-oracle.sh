@@ -6,10 +6,11 @@
 #       against ffi/include and against NVIDIA's nv-p2p.h and peer_mem.h, its
 #       lines compared (abi-compare.py): every size, offset, constant and
 #       prototype the module relies on; a difference names the field.
-#   nvidia-abi:<version>:module-build  (with KDIR) nvidia_peermem_rs built with
-#       NVIDIA_SRC=<the package's tree>, as a user builds it: ffi/shim.c and
-#       the bindings from NVIDIA's nv-p2p.h, the compile-time layout pins of
-#       kmod/abi.rs checked against them. The build reads nothing of the tree
+#   nvidia-abi:<version>:module-build  (with KDIR) `make modules` with
+#       NVIDIA_SRC=<the package's tree>, as a user or dkms builds it (the
+#       module and, on a CONFIG_KUNIT kernel, its KUnit module): ffi/shim.c
+#       and the bindings from NVIDIA's nv-p2p.h, the compile-time layout pins
+#       of kmod/abi.rs checked against them. The build reads nothing of the tree
 #       but nvidia/nv-p2p.h (an unbuilt tree has no Module.symvers), so
 #       versions with a byte-identical nv-p2p.h share one build (named in
 #       the figures); each build keeps its objects in build/nvidia-abi/ and a
@@ -119,7 +120,7 @@ while read -r ver dir; do
 	ok=false
 	reason=
 	if ! make -C "$kdir" M="$m" "${PEERMEM_KMAKE_ARGS[@]}" -j"$(nproc)" NVIDIA_SRC="$dir" \
-		nvidia_peermem_rs.ko >"$log" 2>&1; then
+		modules >"$log" 2>&1; then
 		reason="nvidia_peermem_rs does not build with NVIDIA_SRC=$dir (see $log)"
 	elif ! grep -q "$dir/nvidia/nv-p2p.h" "$m/ffi/.shim.o.cmd"; then
 		reason="ffi/shim.o was not compiled against $dir/nvidia/nv-p2p.h"
