@@ -10,6 +10,16 @@
 
 #include "shim.h"
 
+/*
+ * The flags of the persistent calls. NVIDIA's nv-p2p.h names the default
+ * (0) only in newer drivers (570); the headers of 535.261.03, 550.163.01 and
+ * 555.58.02 lack the name while their persistent calls take flags and refuse
+ * any but 0.
+ */
+#ifndef NVIDIA_P2P_FLAGS_DEFAULT
+#define NVIDIA_P2P_FLAGS_DEFAULT 0
+#endif
+
 /* Weak: absent before driver 535 (see shim.h). */
 extern int nvidia_p2p_get_pages_persistent(u64 virtual_address, u64 length,
 					   struct nvidia_p2p_page_table **page_table,

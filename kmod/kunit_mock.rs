@@ -39,10 +39,19 @@ pub(crate) enum CoreMode {
 
 type FreeCb = unsafe extern "C" fn(*mut c_void);
 
+/// Bytes of a version-2 page table past the header's struct: none with a
+/// header that declares `flags` (580 on, ffi/include), 8 with an older
+/// NVIDIA header (NVIDIA_SRC), whose struct ends with `gpu_uuid`.
+const PT_TAIL: usize = 40 - core::mem::size_of::<sys::nvidia_p2p_page_table>();
+
 /// A page table handed out. `pt` first: its address is the pin's address.
+/// `pt` and `pt_tail` are the 40 bytes a driver allocates for a version-2
+/// page table, whichever header this module was built with, so the flags
+/// word at `PAGE_TABLE_FLAGS_OFFSET` is inside the pin.
 #[repr(C)]
 struct MockPin {
     pt: sys::nvidia_p2p_page_table,
+    pt_tail: [u8; PT_TAIL],
     pages: KVec<sys::nvidia_p2p_page>,
     page_ptrs: KVec<*mut sys::nvidia_p2p_page>,
     va: u64,
@@ -330,10 +339,10 @@ fn create_pin(
                         pages: ptr::null_mut(),
                         entries: entries as u32,
                         gpu_uuid: ptr::null_mut(),
-                        // Written whatever the version: a client must not
-                        // read it from a version-1 page table.
-                        flags: s.pt_flags,
+                        // `flags` (with a header that has it) below.
+                        ..Default::default()
                     },
+                    pt_tail: [0; PT_TAIL],
                     pages,
                     page_ptrs: KVec::new(),
                     va,
@@ -350,7 +359,20 @@ fn create_pin(
                 pin.page_ptrs.push(p, GFP_KERNEL).map_err(|_| -12)?;
             }
             pin.pt.pages = pin.page_ptrs.as_mut_ptr();
-            let pt = &raw mut pin.pt;
+            let pin_ptr: *mut MockPin = &raw mut *pin;
+            // Written whatever the version: a client must not read it from a
+            // version-1 page table.
+            // SAFETY: `MockPin` is `#[repr(C)]` with `pt` then `pt_tail`
+            // first, 40 bytes from its 8-byte aligned start; the flags word
+            // (4 bytes at `PAGE_TABLE_FLAGS_OFFSET`, 32) lies within them.
+            unsafe {
+                pin_ptr
+                    .cast::<u8>()
+                    .add(crate::p2p::PAGE_TABLE_FLAGS_OFFSET)
+                    .cast::<u32>()
+                    .write(s.pt_flags)
+            };
+            let pt = pin_ptr.cast::<sys::nvidia_p2p_page_table>();
             s.pins.push(Some(pin), GFP_KERNEL).map_err(|_| -12)?;
             Ok(pt)
         },

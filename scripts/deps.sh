@@ -83,4 +83,11 @@ if ! make -s -C "$src" "${PEERMEM_KMAKE_ARGS[@]}" rustavailable >&2; then
 	echo "error: the kernel says Rust is not available with this toolchain (see above)" >&2
 	exit 1
 fi
+# NVIDIA's own nvidia-peermem sources and headers, the ABI oracle of
+# `make test` (tests/nvidia/abi-oracle.sh): downloaded once from Debian's
+# archive (nothing installed), then cached. A failed download stops here.
+if ! "$repo/tests/nvidia/fetch-nvidia-src.sh"; then
+	echo "error: NVIDIA's sources could not be fetched (see above); make test needs them" >&2
+	exit 1
+fi
 echo "deps: ok" >&2

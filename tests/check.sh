@@ -27,9 +27,11 @@ if ! kdir=$(tests/build-all.sh); then
 fi
 echo "==> lint (rustfmt, clippy, checkpatch)" >&2
 tests/lint.sh "$kdir" "$results/lint.json"
+echo "==> NVIDIA ABI oracle (headers only; make test also builds the module against them)" >&2
+tests/nvidia/abi-oracle.sh "$results/nvidia-abi.json"
 echo "==> VM: check.suite" >&2
 tests/run-vm-suites.sh "$kdir" "$results" tests/vm/check/check.suite >&2
 echo "==> check done in $(( $(date +%s) - start ))s (results in $results)" >&2
 target/release/vm-verdict summary --cargo-log "$results/cargo-test.log" \
 	--cargo-status "$results/cargo-test.rc" --host-skips "$results/host-skips.txt" \
-	"$results"/check/verdict.json "$results"/lint.json
+	"$results"/check/verdict.json "$results"/lint.json "$results"/nvidia-abi.json

@@ -71,8 +71,15 @@ phase vm-suites
 tests/vm/mkinitramfs.sh "$results/initramfs.cpio" "$kdir" || exit 2
 # Lint (rustfmt, clippy, checkpatch; ~20-35 s of CPU) runs beside the VM
 # suites; its lines are printed when the suites are done.
-echo "==> lint (rustfmt, clippy, checkpatch), beside the VM suites" >&2
-tests/lint.sh "$kdir" "$results/lint.json" >"$results/lint.out" 2>&1 &
+# Then the ABI oracle (issue 33): NVIDIA's own headers of each fetched
+# release against ffi/include, and the module built against them.
+echo "==> lint (rustfmt, clippy, checkpatch), then the NVIDIA ABI oracle, beside the VM suites" >&2
+(
+	tests/lint.sh "$kdir" "$results/lint.json" >"$results/lint.out" 2>&1
+	t0=$(date +%s)
+	tests/nvidia/abi-oracle.sh "$results/nvidia-abi.json" "$kdir" >>"$results/lint.out" 2>&1
+	echo $(($(date +%s) - t0)) >"$results/phase-nvidia-abi.seconds"
+) &
 lint_pid=$!
 # Packaging (DKMS, modprobe.d, systemd, install, deb; ~35 s, mostly one
 # core: dkms, lintian) runs beside the suites too, and then boots
@@ -160,7 +167,7 @@ try:
     t = json.load(open(path))
 except (OSError, ValueError):
     t = {}
-for phase in ("host-tests", "build", "packaging", "vm-suites", "selftest"):
+for phase in ("host-tests", "build", "packaging", "vm-suites", "selftest", "nvidia-abi"):
     f = os.path.join(results, f"phase-{phase}.seconds")
     if os.path.exists(f):
         t["phase:" + phase] = int(open(f).read())
@@ -188,7 +195,7 @@ if [ -n "$packaging_suite" ]; then
 	verdicts+=("$results/packaging/verdict.json" "$results/packaging.json")
 fi
 [ -z "$selftest_pid" ] || verdicts+=("$results/harness-selftest.json")
-verdicts+=("$results/lint.json")
+verdicts+=("$results/lint.json" "$results/nvidia-abi.json")
 target/release/vm-verdict summary --cargo-log "$results/cargo-test.log" \
 	--cargo-status "$results/cargo-test.rc" --host-skips "$results/host-skips.txt" \
 	"${verdicts[@]}" | tee "$results/summary.txt"

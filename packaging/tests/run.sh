@@ -352,8 +352,15 @@ test_dkms_source() {
 
 # Symbol trees in the layout of a real node, from the fixtures' exports:
 # $T/sysroot/usr/src/ofa_kernel/default (peerdirect_sim = MOFED's ib_core)
-# and $T/sysroot/usr/src/nvidia-999.99.99 (nvidia_p2p_sim = nvidia.ko).
+# and $T/sysroot/usr/src/nvidia-<version> (nvidia_p2p_sim = nvidia.ko): a
+# built NVIDIA driver tree of the oldest release tests/nvidia/versions names
+# (535), with NVIDIA's own nvidia/nv-p2p.h from Debian's package (cached by
+# make deps), so the DKMS builds below compile against NVIDIA's header as on
+# a node with that driver.
 fixture_symvers=$repo/tests/fixtures/Module.symvers
+nvidia_tree=$("$repo/tests/nvidia/fetch-nvidia-src.sh" --list 2>/dev/null | head -n 1)
+nvidia_ver=${nvidia_tree%% *}
+nvidia_sysroot_src=$T/sysroot/usr/src/nvidia-$nvidia_ver
 [ -f "$fixture_symvers" ] || fixture_symvers=$T/fx/tests/fixtures/Module.symvers
 make_sysroot() {
 	if [ ! -f "$fixture_symvers" ]; then
@@ -364,11 +371,13 @@ make_sysroot() {
 		(. "$repo/tests/kernel/toolchain.sh" &&
 			make -s -C "$kdir" M="$T/fx/tests/fixtures" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules) || return 1
 	fi
-	mkdir -p "$T/sysroot/usr/src/ofa_kernel/default" "$T/sysroot/usr/src/nvidia-999.99.99"
+	[ -n "$nvidia_tree" ] || die "NVIDIA's sources are not fetched: $("$repo/tests/nvidia/fetch-nvidia-src.sh" --list 2>&1)"
+	mkdir -p "$T/sysroot/usr/src/ofa_kernel/default" "$nvidia_sysroot_src/nvidia"
+	cp "${nvidia_tree#* }/nvidia/nv-p2p.h" "$nvidia_sysroot_src/nvidia/" || return 1
 	awk -F'\t' '$3 ~ /peerdirect_sim$/' "$fixture_symvers" >"$T/sysroot/usr/src/ofa_kernel/default/Module.symvers"
-	awk -F'\t' '$3 ~ /nvidia_p2p_sim$/' "$fixture_symvers" >"$T/sysroot/usr/src/nvidia-999.99.99/Module.symvers"
+	awk -F'\t' '$3 ~ /nvidia_p2p_sim$/' "$fixture_symvers" >"$nvidia_sysroot_src/Module.symvers"
 	grep -q ib_register_peer_memory_client "$T/sysroot/usr/src/ofa_kernel/default/Module.symvers" &&
-		grep -q nvidia_p2p_get_pages "$T/sysroot/usr/src/nvidia-999.99.99/Module.symvers"
+		grep -q nvidia_p2p_get_pages "$nvidia_sysroot_src/Module.symvers"
 }
 
 # The DKMS Makefile's own diagnostics, each a one-line reason (no compiling).
@@ -386,7 +395,7 @@ test_build_env_checks() {
 	# Found automatically in the sysroot, the right rustc/bindgen/clang picked.
 	env_make print-build-env KDIR="$kdir" PEERMEM_SYSROOT="$T/sysroot" | tee "$T/env"
 	grep -qx "OFED_DIR=$T/sysroot/usr/src/ofa_kernel/default" "$T/env" &&
-		grep -qx "NVIDIA_SRC=$T/sysroot/usr/src/nvidia-999.99.99" "$T/env" || die "detection"
+		grep -qx "NVIDIA_SRC=$nvidia_sysroot_src" "$T/env" || die "detection"
 	env_make check-build-env KDIR="$kdir" PEERMEM_SYSROOT="$T/sysroot" || die "good tree refused"
 	# A per-kernel MOFED tree wins over default.
 	mkdir -p "$T/sysroot2/usr/src/ofa_kernel/$(uname -m)/$kver" "$T/sysroot2/usr/src/ofa_kernel/default"
@@ -443,6 +452,11 @@ test_dkms_build_install() {
 	cp "$base/log/make.log" "$res/dkms-make.log" 2>/dev/null ||
 		cp "$T/dkms/$name/$version/build/make.log" "$res/dkms-make.log" 2>/dev/null
 	[ $rc = 0 ] || die "dkms build failed (make.log: $res/dkms-make.log)"
+	# Against the NVIDIA tree's own nv-p2p.h (NVIDIA_SRC comes first on the
+	# include path): NVIDIA's header of $nvidia_ver, not ffi/include's.
+	grep -q "NVIDIA P2P ABI from $nvidia_sysroot_src\$" "$res/dkms-make.log" ||
+		die "the DKMS build did not take NVIDIA's ABI from $nvidia_sysroot_src"
+	echo "built against NVIDIA $nvidia_ver's nv-p2p.h ($nvidia_sysroot_src/nvidia/nv-p2p.h)"
 	echo "--- dkms install"
 	dkms_env dkms install -m "$name" -v "$version" -k "$kver" --no-depmod \
 		--dkmstree "$T/dkms" --sourcetree "$T/src" --installtree "$T/root/lib/modules" || die "dkms install"
