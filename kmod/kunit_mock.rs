@@ -385,6 +385,11 @@ fn destroy_pin(va: u64, pt: *mut sys::nvidia_p2p_page_table, persistent: bool) -
         };
         match &s.pins[i] {
             Some(p) if !p.dead && p.va == va && p.persistent == persistent => {}
+            // As the driver (CONTRACT 2, nv-p2p.c since 515.43.04): the free
+            // callback unlinked the page table, and a put that finds it
+            // gone returns 0 (NV_ERR_OBJECT_NOT_FOUND mapped to success)
+            // without touching it; the client still frees it.
+            Some(p) if p.dead && !persistent => return 0,
             _ => return -(bindings::EINVAL as c_int),
         }
         // Mappings left on the pin go with it.
