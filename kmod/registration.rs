@@ -776,7 +776,9 @@ impl Registration {
                     }
                 }
             };
-            if !waited {
+            if waited {
+                stats::inc(&STATS.free_wait_rechecks);
+            } else {
                 waited = true;
                 stats::inc(if reader == Op::Unmapping {
                     &STATS.free_waited_for_unmap
