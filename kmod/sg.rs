@@ -69,6 +69,16 @@ impl Iterator for SgPlan<'_> {
     }
 }
 
+/// The number of entries of a table for `count` planned entries: at least
+/// one, and what `sg_alloc_table` takes.
+pub(crate) fn table_entries(count: usize) -> Result<u32> {
+    let entries = u32::try_from(count).map_err(|_| EINVAL)?;
+    if entries == 0 {
+        return Err(EINVAL);
+    }
+    Ok(entries)
+}
+
 /// A scatter-gather table allocated and filled by this module, kept as the
 /// words of its `sg_table` (`sg_alloc_table` sets `nents` and `orig_nents`
 /// alike, so one count is kept). Packed to 4-byte alignment, so that it
@@ -94,10 +104,7 @@ impl SgTable {
     /// Allocates and fills a table with the entries of `plan`.
     #[inline(always)]
     pub(crate) fn build(plan: SgPlan<'_>) -> Result<Self> {
-        let entries = u32::try_from(plan.entries()).map_err(|_| EINVAL)?;
-        if entries == 0 {
-            return Err(EINVAL);
-        }
+        let entries = table_entries(plan.entries())?;
         let mut table = bindings::sg_table::default();
         // SAFETY: FFI call on a zeroed table we own.
         sys::check(unsafe { bindings::sg_alloc_table(&mut table, entries, bindings::GFP_KERNEL) })?;
