@@ -541,7 +541,7 @@ load_fails_live() {
 		# init fails now: it must wait for the registration left pinned
 		n=0
 		while kill -0 "$pid_load" 2>/dev/null &&
-			! since_mark_has "the load failed: waiting for" && [ $n -lt 300 ]; do
+			! since_mark_has "the load failed \(.*\): waiting for" && [ $n -lt 300 ]; do
 			usleep 50000
 			n=$((n + 1))
 		done
@@ -551,7 +551,7 @@ load_fails_live() {
 		[ "$(bg_rc load)" != 0 ] ||
 			fail "the load succeeded with nv_mem_nc refused by the core" $(figures)
 		loaded $REL_MOD && fail "the module stayed loaded after a failed init" $(figures)
-		since_mark_has "the load failed: waiting for 1 registrations" ||
+		since_mark_has "the load failed \(.*\): waiting for 1 registrations" ||
 			fail "round $i: init returned while a registration was alive" $(figures)
 		st fault-clear >/dev/null
 		st delay "" 0 >/dev/null
