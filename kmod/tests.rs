@@ -921,10 +921,7 @@ fn drop_after_free_callback() {
 fn null_page_table_keeps_callback_data() {
     mock::reset(1 << 20);
     let drops = TRACKER_DROPS.load(Ordering::Relaxed);
-    let (Ok(range), Ok(data)) = (
-        GpuRange::new(GPU_VA, K64),
-        KBox::new(Tracker, GFP_KERNEL),
-    ) else {
+    let (Ok(range), Ok(data)) = (GpuRange::new(GPU_VA, K64), KBox::new(Tracker, GFP_KERNEL)) else {
         check!(false);
         return;
     };
