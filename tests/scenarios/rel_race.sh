@@ -520,17 +520,18 @@ load_fails_live() {
 		_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
 		va=$(sval va "$_o")
 		mark
-		# nv_mem is listed and returns 1 s later; then nv_mem_nc's
-		# registration waits 4 s before the core refuses it (the second
-		# registration call): nv_mem takes MRs meanwhile.
+		# nv_mem is listed and returns 4 s later; then nv_mem_nc's
+		# registration waits 6 s before the core refuses it (the second
+		# registration call): nv_mem takes MRs meanwhile. (1 s was too
+		# short under TCG to arm the second delay in time.)
 		st fault register_client 2 ENOMEM >/dev/null
 		d0=$(ctr delays_taken)
-		st delay register_client_done 1000 1 >/dev/null
+		st delay register_client_done 4000 1 >/dev/null
 		# shellcheck disable=SC2046
 		bg_run load modload $REL_MOD $(client_params)
 		wait_delay "$d0"
 		d0=$(ctr delays_taken)
-		st delay register_client 4000 1 >/dev/null
+		st delay register_client 6000 1 >/dev/null
 		wait_delay "$d0"
 		_o=$(st mr-reg "$va" 128K) || fail "mr-reg while the load runs: $_o" $(figures)
 		mr=$(sval mr "$_o")
