@@ -395,16 +395,22 @@ impl Registration {
                     st.invalidation != Invalidation::None
                 };
                 if callback_ran {
-                    // The driver answers put_pages with success also when
-                    // the free callback got there first (the callback runs
+                    // The driver answers put_pages with 0 also when the free
+                    // callback got there first (CONTRACT 2; the callback runs
                     // under the driver's lock, so it has finished): the
-                    // callback consumed its reference.
+                    // callback consumed its reference, and the page table is
+                    // dead, ours to free.
                     // SAFETY: an invalidation of this registration started,
                     // i.e. the provider called the free callback of the page
                     // table we just put (its only one with a callback).
                     unsafe { unpinned.callback_ran() };
                 } else {
-                    drop(unpinned);
+                    // SAFETY: no invalidation started before the put returned:
+                    // a free callback of this page table (its only one with a
+                    // callback) starts one, under our lock, before it can
+                    // return, and the driver runs it to the end before a put
+                    // that finds the page table unlinked returns.
+                    unsafe { unpinned.callback_never_ran() };
                 }
                 callback_ran
             }

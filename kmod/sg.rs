@@ -8,7 +8,7 @@
 
 use crate::sys;
 use core::ptr::NonNull;
-use kernel::{bindings, prelude::*};
+use kernel::{bindings, ffi::c_int, prelude::*};
 
 /// The longest entry a coalesced run may make: the largest multiple of
 /// 64 KiB that fits the `unsigned int` length of a scatterlist entry.
@@ -70,13 +70,14 @@ impl Iterator for SgPlan<'_> {
 }
 
 /// The number of entries of a table for `count` planned entries: at least
-/// one, and what `sg_alloc_table` takes.
+/// one, and at most what the core's `int *nmap` holds (`sg_alloc_table`
+/// takes an `unsigned int`), so the count given to the core is never
+/// negative.
 pub(crate) fn table_entries(count: usize) -> Result<u32> {
-    let entries = u32::try_from(count).map_err(|_| EINVAL)?;
-    if entries == 0 {
-        return Err(EINVAL);
+    match c_int::try_from(count) {
+        Ok(entries) if entries > 0 => Ok(entries.unsigned_abs()),
+        _ => Err(EINVAL),
     }
-    Ok(entries)
 }
 
 /// A scatter-gather table allocated and filled by this module, kept as the
@@ -89,8 +90,9 @@ pub(crate) fn table_entries(count: usize) -> Result<u32> {
 /// # Invariants
 ///
 /// `{ sgl, nents, orig_nents: nents }` is an `sg_table` that
-/// `sg_alloc_table` set up with `nents` entries, each filled with a DMA
-/// address and length; it is freed only by `Drop`.
+/// `sg_alloc_table` set up with `nents` entries (1 to `c_int::MAX`, see
+/// [`table_entries`]), each filled with a DMA address and length; it is
+/// freed only by `Drop`.
 #[repr(C, packed(4))]
 pub(crate) struct SgTable {
     sgl: NonNull<bindings::scatterlist>,
