@@ -51,6 +51,17 @@ int pm_shim_p2p_pin_persistent(u64 virtual_address, u64 length,
 int pm_shim_p2p_unpin_persistent(u64 virtual_address,
 				 struct nvidia_p2p_page_table *page_table);
 
+/*
+ * Registrations alive (issue 31): a failed init waits until none is left.
+ * The count reaches 0 only under a spinlock the waiter checks it under, so
+ * the waiter cannot return (and the module go) before the last put has
+ * woken it.
+ */
+void pm_shim_live_get(void);
+void pm_shim_live_put(void);
+unsigned int pm_shim_live_count(void);
+void pm_shim_live_wait_none(void);
+
 /* The spinlock that serialises the table of live registrations. */
 void pm_shim_registry_lock(void);
 void pm_shim_registry_unlock(void);

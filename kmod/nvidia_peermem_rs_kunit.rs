@@ -21,6 +21,7 @@ mod sleep;
 mod stats;
 mod sys;
 mod tests;
+mod wait;
 
 use kernel::prelude::*;
 

@@ -949,6 +949,33 @@ fn sg_entries_fit_nmap() {
     check!(crate::sg::table_entries(u32::MAX as usize).is_err());
 }
 
+/// Issue 31, bug 2: what a failed init waits for. A registration the core
+/// released stays alive while the driver holds its free callback (pages a
+/// failed unpin left pinned) and is counted until its callback ran.
+fn registrations_counted_alive() {
+    let table = &client::NV_MEM_INVALIDATING_EX;
+    mock::reset(1 << 20);
+    check_eq!(crate::wait::alive(), 0);
+    let Some(_core) = register(table, true) else {
+        return;
+    };
+    let Some(mut mr) = pinned_mr(table) else {
+        return;
+    };
+    check_eq!(crate::wait::alive(), 1);
+    mock::fail_once(FailOp::PutPages, -(bindings::EIO as c_int));
+    mr.put_pages();
+    mock::fail_once(FailOp::PutPages, -(bindings::EIO as c_int));
+    mr.release();
+    // Released by the core, still pinned: alive.
+    check_eq!(crate::wait::alive(), 1);
+    check_eq!(mock::cuda_free(), 1);
+    check_eq!(crate::wait::alive(), 0);
+    check_eq!(mock::live(), (0, 0));
+    // Returns at once: none alive.
+    crate::wait::wait_none_alive();
+}
+
 kunit_suite!(
     "nvidia_peermem_rs",
     [
@@ -976,5 +1003,6 @@ kunit_suite!(
         drop_after_free_callback,
         null_page_table_keeps_callback_data,
         sg_entries_fit_nmap,
+        registrations_counted_alive,
     ]
 );
