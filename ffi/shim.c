@@ -20,6 +20,7 @@ extern int nvidia_p2p_put_pages_persistent(u64 virtual_address,
 					   u32 flags) __weak;
 
 static DEFINE_SPINLOCK(pm_registry_lock);
+static DECLARE_WAIT_QUEUE_HEAD(pm_free_wq);
 static DECLARE_WAIT_QUEUE_HEAD(pm_live_wq);
 /* Takes the count to 0 (atomic_dec_and_lock); the waiter checks under it. */
 static DEFINE_SPINLOCK(pm_live_lock);
@@ -96,6 +97,16 @@ int pm_shim_p2p_unpin_persistent(u64 virtual_address,
 						       page_table,
 						       NVIDIA_P2P_FLAGS_DEFAULT);
 	return nvidia_p2p_put_pages(0, 0, virtual_address, page_table);
+}
+
+void pm_shim_free_wait(bool (*done)(void *arg), void *arg)
+{
+	wait_event(pm_free_wq, done(arg));
+}
+
+void pm_shim_free_wake(void)
+{
+	wake_up_all(&pm_free_wq);
 }
 
 void pm_shim_live_get(void)

@@ -20,7 +20,6 @@ mod range;
 mod registration;
 mod registry;
 mod sg;
-mod sleep;
 mod stats;
 mod sys;
 mod wait;

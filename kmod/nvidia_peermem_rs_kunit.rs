@@ -17,7 +17,6 @@ mod range;
 mod registration;
 mod registry;
 mod sg;
-mod sleep;
 mod stats;
 mod sys;
 mod tests;

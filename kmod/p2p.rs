@@ -713,11 +713,14 @@ impl<T: FreeCallback> Pinned<T> {
         (mapping, page_table)
     }
 
-    /// Unmaps and unpins. On failure everything still held is handed back.
+    /// Unpins. The mapping must be gone first ([`Pinned::unmap`]: it reads
+    /// the page table without the driver lock, which a free callback must
+    /// wait for, and put_pages takes that lock: two phases for the owner);
+    /// still mapped, `EBUSY`. On failure everything is handed back.
     #[inline(always)]
-    pub(crate) fn unpin(mut self) -> core::result::Result<Unpinned<T>, (Self, Error)> {
-        if let Err(e) = self.unmap() {
-            return Err((self, e));
+    pub(crate) fn unpin(self) -> core::result::Result<Unpinned<T>, (Self, Error)> {
+        if self.is_mapped() {
+            return Err((self, EBUSY));
         }
         let (_, page_table) = self.into_parts();
         page_table.unpin().map_err(|(page_table, e)| {
