@@ -26,8 +26,9 @@ use kernel::{bindings, ffi::c_void, prelude::*, types::ForeignOwnable};
 /// What the provider's free callback does with the data it was given.
 pub(crate) trait FreeCallback {
     /// The data handed to the provider with the pin. The provider owns it
-    /// until it calls the callback, or until the pages are put successfully;
-    /// it is dropped on whichever thread gets it back.
+    /// until it calls the callback, or until a put unpins the pages before
+    /// any callback (a put's 0 alone does not say which: CONTRACT 2); it is
+    /// dropped on whichever thread gets it back.
     type Data: ForeignOwnable + Send;
 
     /// Called by the provider when the application frees the memory

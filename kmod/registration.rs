@@ -6,9 +6,10 @@
 //! Ownership, which is what makes the free callback safe:
 //! - the core owns one [`Arc`] from acquire to release (`client_context`);
 //! - while pages are pinned with a free callback, the provider owns another
-//!   (the callback's data), given back by a successful unpin or consumed by
-//!   the callback itself, so the context outlives any invalidation still
-//!   running when the core releases it;
+//!   (the callback's data), given back by an unpin that put the pages
+//!   before any callback (the state says so: the driver's 0 does not) or
+//!   consumed by the callback itself, so the context outlives any
+//!   invalidation still running when the core releases it;
 //! - the registration holds a module reference until its last [`Arc`] goes.
 //!
 //! Resources ([`Pinned`]) live in the state, or with the one thread that
