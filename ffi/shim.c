@@ -6,6 +6,7 @@
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
 #include <linux/spinlock.h>
+#include <linux/wait.h>
 #include <nvidia/nv-p2p.h>
 
 #include "shim.h"
@@ -29,6 +30,11 @@ extern int nvidia_p2p_put_pages_persistent(u64 virtual_address,
 					   u32 flags) __weak;
 
 static DEFINE_SPINLOCK(pm_registry_lock);
+static DECLARE_WAIT_QUEUE_HEAD(pm_free_wq);
+static DECLARE_WAIT_QUEUE_HEAD(pm_live_wq);
+/* Takes the count to 0 (atomic_dec_and_lock); the waiter checks under it. */
+static DEFINE_SPINLOCK(pm_live_lock);
+static atomic_t pm_live = ATOMIC_INIT(0);
 
 struct pci_dev *pm_shim_to_pci_dev(struct device *dev)
 {
@@ -101,4 +107,40 @@ int pm_shim_p2p_unpin_persistent(u64 virtual_address,
 						       page_table,
 						       NVIDIA_P2P_FLAGS_DEFAULT);
 	return nvidia_p2p_put_pages(0, 0, virtual_address, page_table);
+}
+
+void pm_shim_free_wait(bool (*done)(void *arg), void *arg)
+{
+	wait_event(pm_free_wq, done(arg));
+}
+
+void pm_shim_free_wake(void)
+{
+	wake_up_all(&pm_free_wq);
+}
+
+void pm_shim_live_get(void)
+{
+	atomic_inc(&pm_live);
+}
+
+void pm_shim_live_put(void)
+{
+	if (atomic_dec_and_lock(&pm_live, &pm_live_lock)) {
+		wake_up_all(&pm_live_wq);
+		spin_unlock(&pm_live_lock);
+	}
+}
+
+unsigned int pm_shim_live_count(void)
+{
+	return atomic_read(&pm_live);
+}
+
+void pm_shim_live_wait_none(void)
+{
+	spin_lock(&pm_live_lock);
+	wait_event_cmd(pm_live_wq, !atomic_read(&pm_live),
+		       spin_unlock(&pm_live_lock), spin_lock(&pm_live_lock));
+	spin_unlock(&pm_live_lock);
 }

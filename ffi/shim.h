@@ -51,6 +51,27 @@ int pm_shim_p2p_pin_persistent(u64 virtual_address, u64 length,
 int pm_shim_p2p_unpin_persistent(u64 virtual_address,
 				 struct nvidia_p2p_page_table *page_table);
 
+/*
+ * The free callbacks' wait queue (issue 31): a free callback that must wait
+ * for a thread reading its page table sleeps until @done(@arg) returns
+ * true, uninterruptibly (wait_event); @done runs again after every wake-up.
+ * A reader that ends while an invalidation runs wakes every waiter (each
+ * looks at its own registration again).
+ */
+void pm_shim_free_wait(bool (*done)(void *arg), void *arg);
+void pm_shim_free_wake(void);
+
+/*
+ * Registrations alive (issue 31): a failed init waits until none is left.
+ * The count reaches 0 only under a spinlock the waiter checks it under, so
+ * the waiter cannot return (and the module go) before the last put has
+ * woken it.
+ */
+void pm_shim_live_get(void);
+void pm_shim_live_put(void);
+unsigned int pm_shim_live_count(void);
+void pm_shim_live_wait_none(void);
+
 /* The spinlock that serialises the table of live registrations. */
 void pm_shim_registry_lock(void);
 void pm_shim_registry_unlock(void);

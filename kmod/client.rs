@@ -171,11 +171,16 @@ impl<T: PeerMemoryClient> Adapter<T> {
         // SAFETY: `sg_head` is valid and exclusively ours for the call.
         let sg_head = unsafe { &mut *sg_head };
         match T::dma_map(context, sg_head, peer) {
-            Ok(entries) => {
-                // SAFETY: `nmap` is valid for the call (checked non-null).
-                unsafe { *nmap = entries as c_int };
-                0
-            }
+            // An SG table has at most `c_int::MAX` entries
+            // (`sg::table_entries`): never a negative count.
+            Ok(entries) => match c_int::try_from(entries) {
+                Ok(entries) => {
+                    // SAFETY: `nmap` is valid for the call (checked non-null).
+                    unsafe { *nmap = entries };
+                    0
+                }
+                Err(_) => EINVAL.to_errno(),
+            },
             Err(e) => e.to_errno(),
         }
     }

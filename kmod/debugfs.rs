@@ -143,6 +143,11 @@ impl SeqShow for StatsFile {
         )?;
         writeln!(
             w,
+            "free_wait_rechecks {}",
+            stats::get(&s.free_wait_rechecks)
+        )?;
+        writeln!(
+            w,
             "cpu_cacheable_page_tables {}",
             stats::get(&s.cpu_cacheable_page_tables)
         )?;

@@ -103,6 +103,7 @@ struct State {
     fail: Option<(FailOp, c_int)>,
     get_pages_seen: u32,
     fire_on_pin: bool,
+    null_page_table: bool,
     persistent_supported: bool,
     pins: KVec<Option<KBox<MockPin>>>,
     maps: KVec<Option<KBox<MockMap>>>,
@@ -125,6 +126,7 @@ impl State {
             fail: None,
             get_pages_seen: 0,
             fire_on_pin: false,
+            null_page_table: false,
             persistent_supported: true,
             pins: KVec::new(),
             maps: KVec::new(),
@@ -228,6 +230,12 @@ pub(crate) fn fail_once(op: FailOp, errno: c_int) {
 /// Fires the free callback right inside the next invalidating pins.
 pub(crate) fn set_fire_on_pin(on: bool) {
     with(|s| s.fire_on_pin = on);
+}
+
+/// A broken driver: get_pages pins (its free callback armed, the data
+/// kept) and returns 0, but hands out a NULL page table.
+pub(crate) fn set_null_page_table(on: bool) {
+    with(|s| s.null_page_table = on);
 }
 
 /// Whether the persistent calls work.
@@ -379,6 +387,11 @@ fn create_pin(
     );
     match made {
         Ok(pt) => {
+            let pt = if with(|s| s.null_page_table) {
+                ptr::null_mut()
+            } else {
+                pt
+            };
             // SAFETY: `out` was checked non-null; the caller's out-pointer.
             unsafe { *out = pt };
             if free_cb.is_some() && with(|s| s.fire_on_pin) {
@@ -407,6 +420,11 @@ fn destroy_pin(va: u64, pt: *mut sys::nvidia_p2p_page_table, persistent: bool) -
         };
         match &s.pins[i] {
             Some(p) if !p.dead && p.va == va && p.persistent == persistent => {}
+            // As the driver (CONTRACT 2, nv-p2p.c since 515.43.04): the free
+            // callback unlinked the page table, and a put that finds it
+            // gone returns 0 (NV_ERR_OBJECT_NOT_FOUND mapped to success)
+            // without touching it; the client still frees it.
+            Some(p) if p.dead && !persistent => return 0,
             _ => return -(bindings::EINVAL as c_int),
         }
         // Mappings left on the pin go with it.

@@ -2,6 +2,9 @@
 
 //! A reference on this module: while one exists, `rmmod` fails with `EBUSY`.
 //! Each registration holds one from acquire until its last user is gone.
+//! They are also counted for a failed init, which must not return (and the
+//! module go) while one is alive ([`crate::wait::wait_none_alive`]): the
+//! loader does not wait for module references.
 
 use kernel::bindings;
 
@@ -9,7 +12,8 @@ use kernel::bindings;
 ///
 /// # Invariants
 ///
-/// A reference on `THIS_MODULE` was taken and is owned by this value.
+/// A reference on `THIS_MODULE` was taken and is owned by this value, and
+/// counted once with [`crate::wait::alive_get`].
 pub(crate) struct ModuleRef(());
 
 impl ModuleRef {
@@ -22,6 +26,7 @@ impl ModuleRef {
         // when `got` is false, drop it, putting a reference never taken
         // (the module_put underflow of issue 11, while the module is going).
         if got {
+            crate::wait::alive_get();
             Some(Self(()))
         } else {
             None
@@ -33,5 +38,9 @@ impl Drop for ModuleRef {
     fn drop(&mut self) {
         // SAFETY: we own one reference (type invariant).
         unsafe { bindings::module_put(crate::THIS_MODULE.as_ptr()) };
+        // Last: a failed init waiting for it may return as soon as the
+        // count is 0.
+        // SAFETY: counted once by `try_get` (type invariant).
+        unsafe { crate::wait::alive_put() };
     }
 }

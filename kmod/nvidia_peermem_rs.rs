@@ -20,9 +20,9 @@ mod range;
 mod registration;
 mod registry;
 mod sg;
-mod sleep;
 mod stats;
 mod sys;
+mod wait;
 
 use kernel::prelude::*;
 
@@ -54,22 +54,48 @@ struct NvidiaPeermem {
     _debugfs: debugfs::Dir,
 }
 
+/// Registers the clients of `config` with the core. On failure the clients
+/// registered so far are unregistered, which waits until the core has
+/// released every registration that used them.
+fn register_clients(config: &params::Config) -> Result<KVec<core_client::CoreRegistration>> {
+    let mut clients = KVec::new();
+    for spec in client::clients_for(config.clients, config.abi)
+        .into_iter()
+        .flatten()
+    {
+        let slot = spec.invalidating.then_some(&core_client::INVALIDATION);
+        clients.push(
+            core_client::CoreRegistration::register(spec.table, slot)?,
+            GFP_KERNEL,
+        )?;
+    }
+    Ok(clients)
+}
+
 impl kernel::Module for NvidiaPeermem {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let config = params::Config::from_params()?;
         let debugfs = debugfs::Dir::create();
-        let mut clients = KVec::new();
-        for spec in client::clients_for(config.clients, config.abi)
-            .into_iter()
-            .flatten()
-        {
-            let slot = spec.invalidating.then_some(&core_client::INVALIDATION);
-            // On failure the clients registered so far are unregistered.
-            clients.push(
-                core_client::CoreRegistration::register(spec.table, slot)?,
-                GFP_KERNEL,
-            )?;
-        }
+        let clients = match register_clients(&config) {
+            Ok(clients) => clients,
+            Err(e) => {
+                // A registration can outlive the core's release of it (its
+                // free callback still running, or pages a failed unpin left
+                // pinned, whose callback the driver still holds), and the
+                // loader frees the module text when init fails, whatever
+                // the module references: wait, as unloading does.
+                let alive = wait::alive();
+                if alive != 0 {
+                    pr_warn!(
+                        "the load failed ({:?}): waiting for {} registrations still alive (a free callback running, or pages left pinned until the memory is freed)\n",
+                        e,
+                        alive
+                    );
+                    wait::wait_none_alive();
+                }
+                return Err(e);
+            }
+        };
         pr_info!(
             "version {}: registered {} ({} PeerDirect ABI{}){}\n",
             modinfo::VERSION,

@@ -17,10 +17,10 @@ mod range;
 mod registration;
 mod registry;
 mod sg;
-mod sleep;
 mod stats;
 mod sys;
 mod tests;
+mod wait;
 
 use kernel::prelude::*;
 

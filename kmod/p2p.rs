@@ -2,8 +2,14 @@
 
 //! Page tables and DMA mappings of the NVIDIA P2P kernel API as owned Rust
 //! values: pinning returns a [`PageTable`], mapping a [`DmaMapping`] kept in
-//! a [`Pinned`], and dropping them unmaps and unpins. Objects killed by the
-//! provider's free callback are released with [`Pinned::free_dead`].
+//! a [`Pinned`]. Their owner releases them explicitly: [`Pinned::unmap`] and
+//! [`Pinned::unpin`] while they live, [`Pinned::free_dead`] once the
+//! provider's free callback killed them. Only the owner knows which applies
+//! (the driver answers a put after the callback with 0 too, CONTRACT 2), so
+//! dropping pages pinned with a free callback calls nothing in the provider
+//! and leaves the callback's data to it: a drop after the callback cannot
+//! touch dead objects nor free the data twice. Persistent pins (no callback)
+//! are unmapped and unpinned when dropped.
 //!
 //! C header: `nvidia/nv-p2p.h` (NVIDIA driver), or `ffi/include/nvidia/nv-p2p.h`.
 
@@ -20,8 +26,9 @@ use kernel::{bindings, ffi::c_void, prelude::*, types::ForeignOwnable};
 /// What the provider's free callback does with the data it was given.
 pub(crate) trait FreeCallback {
     /// The data handed to the provider with the pin. The provider owns it
-    /// until it calls the callback, or until the pages are put successfully;
-    /// it is dropped on whichever thread gets it back.
+    /// until it calls the callback, or until a put unpins the pages before
+    /// any callback (a put's 0 alone does not say which: CONTRACT 2); it is
+    /// dropped on whichever thread gets it back.
     type Data: ForeignOwnable + Send;
 
     /// Called by the provider when the application frees the memory
@@ -35,8 +42,9 @@ pub(crate) trait FreeCallback {
 /// # Safety
 ///
 /// Called by the provider only, once at most, with the `data` that
-/// [`PageTable::<T>::pin_invalidating`] passed, and only while the pages
-/// were not put successfully.
+/// [`PageTable::<T>::pin_invalidating`] passed while the provider owns it:
+/// never after a put that unpinned the pages (a put that returns 0 after
+/// the callback ran unpinned nothing, and took nothing back).
 unsafe extern "C" fn free_callback<T: FreeCallback>(data: *mut c_void) {
     // SAFETY: `data` came from `T::Data::into_foreign` and, by the function's
     // safety requirements, the provider still owns it: nothing reclaimed it.
@@ -47,12 +55,15 @@ unsafe extern "C" fn free_callback<T: FreeCallback>(data: *mut c_void) {
     drop(unsafe { T::Data::from_foreign(data) });
 }
 
-/// Takes back the data of a pin that was put successfully.
+/// Takes back the data the provider was given with a pin.
 ///
 /// # Safety
 ///
-/// `data` must come from `T::Data::into_foreign` and must not be used again
-/// by the provider (the pages were put, so the callback never runs).
+/// `data` must come from `T::Data::into_foreign`, and the provider must have
+/// given it up without calling the callback, and never call it: the pin
+/// failed, or a put unpinned the pages before any free callback. The
+/// driver's 0 from a put does not say that alone (CONTRACT 2): the owner's
+/// state must.
 unsafe fn reclaim_callback_data<T: FreeCallback>(data: *const c_void) {
     // SAFETY: guaranteed by the function's safety requirements.
     drop(unsafe { T::Data::from_foreign(data) });
@@ -179,15 +190,25 @@ impl<T: FreeCallback> PageTable<T> {
                 data.cast_mut(),
             )
         };
-        let pinned = check(rc).and_then(|()| NonNull::new(ptr).ok_or(EINVAL));
-        match pinned {
-            Ok(ptr) => Ok(Self::new(ptr, range, Some(callback))),
-            Err(e) => {
-                // SAFETY: the pin failed, so the provider never took the data.
-                unsafe { reclaim_callback_data::<T>(data) };
-                Err(e)
-            }
+        if let Err(e) = check(rc) {
+            // SAFETY: the pin failed: the driver armed no callback and kept
+            // nothing of the data.
+            unsafe { reclaim_callback_data::<T>(data) };
+            return Err(e);
         }
+        let Some(ptr) = NonNull::new(ptr) else {
+            // The driver says it pinned, with the callback and its data, but
+            // gives no page table to put: the callback may still run with
+            // the data, so the data stays the driver's (a leak if it never
+            // runs, never a use after free).
+            pr_err!(
+                "nvidia_p2p_get_pages returned 0 but no page table for [{:#x}, {:#x}): refused; its free callback data is left to the driver\n",
+                range.start(),
+                range.end()
+            );
+            return Err(EINVAL);
+        };
+        Ok(Self::new(ptr, range, Some(callback)))
     }
 
     /// Pins `range` for good: no free callback, the memory stays until put.
@@ -321,9 +342,10 @@ impl<T: FreeCallback> PageTable<T> {
         let this = ManuallyDrop::new(self);
         this.uncount();
         // INVARIANT: the data came from `T::Data::into_foreign` and the
-        // provider calls the callback no more (the pages were put).
+        // provider calls the callback no more (the put returned 0: either
+        // it unpinned, or the callback had run); `ptr` is the page table put.
         Ok(Unpinned {
-            callback: this.callback,
+            callback: this.callback.map(|data| (this.ptr, data)),
             _callback: PhantomData,
         })
     }
@@ -365,17 +387,30 @@ impl<T: FreeCallback> PageTable<T> {
 
 impl<T: FreeCallback> Drop for PageTable<T> {
     fn drop(&mut self) {
-        // Unpin through a copy of the handle; on failure the pages stay
-        // pinned (and counted) and the provider keeps the callback data.
+        if self.callback.is_some() {
+            // Whether the free callback ran only the owner's state says: a
+            // put now could use a page table the driver freed, or take back
+            // data the callback dropped. Nothing is called; the pages and the
+            // data are left to the driver and its callback (no path of ours
+            // drops a page table with a callback: they are unpinned or freed
+            // dead explicitly).
+            self.uncount();
+            pr_err!(
+                "[{:#x}, {:#x}) dropped while pinned with a free callback: left to the driver\n",
+                self.range.start(),
+                self.range.end()
+            );
+            return;
+        }
+        // No free callback (persistent): nothing can have killed it. Unpin
+        // through a copy of the handle; on failure the pages stay pinned (and
+        // counted).
         let this = PageTable::<T> {
             ptr: self.ptr,
             range: self.range,
-            callback: self.callback.take(),
+            callback: None,
             _callback: PhantomData,
         };
-        // A page table dropped unpinned was never handed to the core: its
-        // callback runs only if the memory was freed in between, which the
-        // owner's state says; this path cannot know, and takes the data back.
         if let Err((leaked, e)) = this.unpin() {
             STATS.error(ErrorKind::PutPages);
             pr_err!(
@@ -389,44 +424,63 @@ impl<T: FreeCallback> Drop for PageTable<T> {
     }
 }
 
-/// The callback data of a page table that was put successfully.
+/// What is left of a page table with a free callback that the driver
+/// answered a put of with 0: the page table and the callback data.
 ///
-/// NVIDIA's driver (515 and later) answers `nvidia_p2p_put_pages` with 0
-/// also when the free callback got there first: the page table is gone
-/// from its books (`NV_ERR_OBJECT_NOT_FOUND`, mapped to success) and the
-/// callback has run, consuming its data. Only the page table's owner knows
-/// which happened, so it decides: dropping this takes the data back (the
-/// callback never ran and never will); [`Unpinned::callback_ran`] leaves
-/// it to the callback.
+/// NVIDIA's driver (515.43.04 and later) answers `nvidia_p2p_put_pages`
+/// with 0 also when the free callback got there first: the callback
+/// unlinked the page table (`NV_ERR_OBJECT_NOT_FOUND`, mapped to success)
+/// and ran, consuming its data, and the page table is dead, to be freed
+/// with `nvidia_p2p_free_page_table` (CONTRACT 2). Only the page table's
+/// owner knows which happened, so it says: [`Unpinned::callback_never_ran`]
+/// takes the data back; [`Unpinned::callback_ran`] frees the dead page
+/// table and leaves the data to the callback. Dropping this calls nothing
+/// and takes nothing back (at worst a leak, never a second drop).
 ///
 /// # Invariants
 ///
-/// `callback`, if any, came from `T::Data::into_foreign`, and the provider
-/// no longer calls the callback with it.
+/// `callback`, if any, is the page table that was put, and the data that
+/// came with it from `T::Data::into_foreign`; the provider no longer calls
+/// the callback with it.
 #[must_use]
 pub(crate) struct Unpinned<T: FreeCallback> {
-    callback: Option<NonNull<c_void>>,
+    callback: Option<(NonNull<sys::nvidia_p2p_page_table>, NonNull<c_void>)>,
     _callback: PhantomData<fn(T)>,
 }
 
 impl<T: FreeCallback> Unpinned<T> {
-    /// The free callback ran for this page table before it was put: its
-    /// data is the callback's, which already dropped it.
+    /// The free callback ran for this page table before it was put: the put
+    /// found it unlinked, so the page table is dead (freed here, as after
+    /// any callback) and the data is the callback's, which dropped it.
     ///
     /// # Safety
     ///
     /// The provider called the free callback of this page table.
     pub(crate) unsafe fn callback_ran(self) {
-        core::mem::forget(self);
+        if let Some((page_table, _)) = self.callback {
+            // SAFETY: FFI call; the free callback for this page table has
+            // run (function's safety requirements).
+            let rc = unsafe { sys::nvidia_p2p_free_page_table(page_table.as_ptr()) };
+            if let Err(e) = check(rc) {
+                STATS.error(ErrorKind::Free);
+                pr_err!("nvidia_p2p_free_page_table failed ({:?})\n", e);
+            }
+        }
     }
-}
 
-impl<T: FreeCallback> Drop for Unpinned<T> {
-    fn drop(&mut self) {
-        if let Some(data) = self.callback.take() {
+    /// The put unpinned the pages before any free callback: the provider
+    /// gives the data back.
+    ///
+    /// # Safety
+    ///
+    /// The provider did not call the free callback of this page table
+    /// before the put (the owner's state shows no invalidation started by
+    /// then; the callback starts with one).
+    pub(crate) unsafe fn callback_never_ran(self) {
+        if let Some((_, data)) = self.callback {
             // SAFETY: the data came from `T::Data::into_foreign` (type
-            // invariant) and the callback did not run (else the owner would
-            // have called `callback_ran`): the provider gives it back.
+            // invariant) and the callback never ran and no longer can
+            // (function's safety requirements).
             unsafe { reclaim_callback_data::<T>(data.as_ptr()) };
         }
     }
@@ -523,7 +577,7 @@ impl DmaMapping {
 }
 
 /// Pinned GPU memory and, once mapped, its DMA mapping. Dropping it unmaps
-/// and unpins.
+/// and unpins only without a free callback (see the module's doc).
 pub(crate) struct Pinned<T: FreeCallback> {
     mapping: Option<DmaMapping>,
     page_table: PageTable<T>,
@@ -531,6 +585,13 @@ pub(crate) struct Pinned<T: FreeCallback> {
 
 impl<T: FreeCallback> Drop for Pinned<T> {
     fn drop(&mut self) {
+        if self.page_table.callback.is_some() {
+            // As `PageTable::drop`, which says so: the mapping is left too.
+            if self.mapping.take().is_some() {
+                STATS.mappings.fetch_sub(1, Ordering::Relaxed);
+            }
+            return;
+        }
         // Unmap first; the page table is unpinned when its field drops.
         if let Err(e) = self.unmap() {
             STATS.error(ErrorKind::DmaUnmap);
@@ -653,11 +714,14 @@ impl<T: FreeCallback> Pinned<T> {
         (mapping, page_table)
     }
 
-    /// Unmaps and unpins. On failure everything still held is handed back.
+    /// Unpins. The mapping must be gone first ([`Pinned::unmap`]: it reads
+    /// the page table without the driver lock, which a free callback must
+    /// wait for, and put_pages takes that lock: two phases for the owner);
+    /// still mapped, `EBUSY`. On failure everything is handed back.
     #[inline(always)]
-    pub(crate) fn unpin(mut self) -> core::result::Result<Unpinned<T>, (Self, Error)> {
-        if let Err(e) = self.unmap() {
-            return Err((self, e));
+    pub(crate) fn unpin(self) -> core::result::Result<Unpinned<T>, (Self, Error)> {
+        if self.is_mapped() {
+            return Err((self, EBUSY));
         }
         let (_, page_table) = self.into_parts();
         page_table.unpin().map_err(|(page_table, e)| {

@@ -6,9 +6,10 @@
 //! Ownership, which is what makes the free callback safe:
 //! - the core owns one [`Arc`] from acquire to release (`client_context`);
 //! - while pages are pinned with a free callback, the provider owns another
-//!   (the callback's data), given back by a successful unpin or consumed by
-//!   the callback itself, so the context outlives any invalidation still
-//!   running when the core releases it;
+//!   (the callback's data), given back by an unpin that put the pages
+//!   before any callback (the state says so: the driver's 0 does not) or
+//!   consumed by the callback itself, so the context outlives any
+//!   invalidation still running when the core releases it;
 //! - the registration holds a module reference until its last [`Arc`] goes.
 //!
 //! Resources ([`Pinned`]) live in the state, or with the one thread that
@@ -22,9 +23,12 @@
 //! table once the core's invalidate returned. Whoever holds the resources
 //! when the invalidation ends frees them. The driver frees the page table
 //! and its mappings itself when the callback returns, so the callback first
-//! waits for a dma_unmap another thread has in flight; and a put_pages that
-//! succeeds after the callback ran (the driver says 0 for a page table it
-//! no longer knows) leaves the callback's reference to the callback.
+//! waits (asleep, woken by the reader) for any thread reading them without
+//! the driver lock: a dma_unmap in flight, whichever core call it serves
+//! (put_pages and release unmap what a failed dma_unmap left before they
+//! unpin). A put_pages that returns 0 after the callback ran (the driver
+//! says 0 for a page table the callback unlinked, CONTRACT 2) leaves the
+//! callback's reference to the callback.
 //!
 //! The live registrations are also linked into the [`registry`] (debugfs),
 //! through links inside the registration itself.
@@ -78,18 +82,26 @@ enum Invalidation {
     Done,
 }
 
-/// An operation holding the resources outside the lock.
+/// What the thread holding the resources outside the lock is doing, named
+/// by what it touches, not by the core's call it serves: put_pages and
+/// release unmap first what a failed dma_unmap left mapped
+/// ([`Op::Unmapping`]), then unpin ([`Op::Unpinning`]).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Op {
-    /// Inside the provider's get_pages.
+    /// Inside the provider's get_pages (takes the driver lock).
     Pinning,
-    /// Inside the provider's dma_map_pages.
+    /// Inside the provider's dma_map_pages (takes the driver lock).
     Mapping,
     /// Out of dma_map_pages, reading the new mapping and building the SG
     /// table (and unmapping it again on a refusal). get_pages reads its new
     /// page table under the lock instead ([`Registration::finish_pinning`]).
     Reading,
+    /// Inside the provider's dma_unmap_pages, which reads the page table and
+    /// the mapping without the driver lock: for the core's dma_unmap, or for
+    /// put_pages/release unmapping before they unpin.
     Unmapping,
+    /// Inside the provider's put_pages (takes the driver lock), with nothing
+    /// mapped.
     Unpinning,
 }
 
@@ -102,6 +114,16 @@ impl Op {
     /// waited for: that would deadlock.
     fn reads_provider_objects(self) -> bool {
         matches!(self, Op::Reading | Op::Unmapping)
+    }
+
+    /// What a thread that unpins `pinned` touches first: a mapping left
+    /// mapped is unmapped before the pages are put.
+    fn unpinning(pinned: &Pinned) -> Self {
+        if pinned.is_mapped() {
+            Op::Unmapping
+        } else {
+            Op::Unpinning
+        }
     }
 }
 
@@ -170,10 +192,13 @@ impl_list_item! {
     impl ListItem<0> for Registration { using ListLinks; }
 }
 
-/// What to do with resources handed back after a failed provider call.
+/// What to do with resources handed back after a provider call.
 enum HandBack {
     /// Keep them in the state.
     Kept,
+    /// Kept in the state for a running free callback, which may be waiting
+    /// for this thread: wake it.
+    WakeCallback,
     /// The invalidation is over: free them (dead) now.
     FreeDead(Pinned),
 }
@@ -358,9 +383,10 @@ impl Registration {
             match st.invalidation {
                 Invalidation::Done => (true, HandBack::FreeDead(pinned), sg),
                 Invalidation::Running => {
-                    // The callback frees it after the core's invalidate.
+                    // The callback frees it after the core's invalidate; it
+                    // may be waiting for us (woken below).
                     st.pinned = Some(pinned);
-                    (true, HandBack::Kept, sg)
+                    (true, HandBack::WakeCallback, sg)
                 }
                 Invalidation::None => {
                     st.pinned = Some(pinned);
@@ -373,20 +399,56 @@ impl Registration {
             }
         };
         drop(unused_sg);
-        if let HandBack::FreeDead(pinned) = hand_back {
-            // SAFETY: the invalidation is `Done`: the provider called the free
-            // callback of this page table.
-            unsafe { pinned.free_dead() };
+        match hand_back {
+            HandBack::Kept => {}
+            HandBack::WakeCallback => crate::wait::wake_free_waiters(),
+            HandBack::FreeDead(pinned) => {
+                // SAFETY: the invalidation is `Done`: the provider called the
+                // free callback of this page table.
+                unsafe { pinned.free_dead() }
+            }
         }
         invalidated
     }
 
-    /// Unpins `pinned`, taken out of the state by an operation in flight. A
+    /// Unpins `pinned`, taken out of the state by an operation in flight
+    /// marked [`Op::unpinning`] (or [`Op::Pinning`] for acquire's probe): a
+    /// mapping left is unmapped first, then the phase becomes
+    /// [`Op::Unpinning`] for the put, unless an invalidation started
+    /// meanwhile (its callback waited for the unmap and frees the rest). A
     /// failure hands it back to the state, or frees it dead if the free
     /// callback has finished meanwhile. Returns whether an invalidation
     /// started.
     #[inline(always)]
-    fn unpin_in_flight(&self, pinned: Pinned) -> bool {
+    fn unpin_in_flight(&self, mut pinned: Pinned) -> bool {
+        if pinned.is_mapped() {
+            if let Err(e) = pinned.unmap() {
+                let invalidated = self.finish_in_flight(pinned, None);
+                if !invalidated {
+                    STATS.error(ErrorKind::DmaUnmap);
+                    pr_err!(
+                        "registration {}: unmapping [{:#x}, {:#x}) before unpinning failed ({:?}); kept for a retry\n",
+                        self.id,
+                        self.range.start(),
+                        self.range.end(),
+                        e
+                    );
+                }
+                return invalidated;
+            }
+            let unpinning = {
+                let mut st = self.state.lock();
+                let unpinning = st.invalidation == Invalidation::None;
+                if unpinning {
+                    st.in_flight = Some(Op::Unpinning);
+                }
+                unpinning
+            };
+            if !unpinning {
+                // The callback waited for the unmap; it frees the pages.
+                return self.finish_in_flight(pinned, None);
+            }
+        }
         match pinned.unpin() {
             Ok(unpinned) => {
                 let callback_ran = {
@@ -395,16 +457,22 @@ impl Registration {
                     st.invalidation != Invalidation::None
                 };
                 if callback_ran {
-                    // The driver answers put_pages with success also when
-                    // the free callback got there first (the callback runs
+                    // The driver answers put_pages with 0 also when the free
+                    // callback got there first (CONTRACT 2; the callback runs
                     // under the driver's lock, so it has finished): the
-                    // callback consumed its reference.
+                    // callback consumed its reference, and the page table is
+                    // dead, ours to free.
                     // SAFETY: an invalidation of this registration started,
                     // i.e. the provider called the free callback of the page
                     // table we just put (its only one with a callback).
                     unsafe { unpinned.callback_ran() };
                 } else {
-                    drop(unpinned);
+                    // SAFETY: no invalidation started before the put returned:
+                    // a free callback of this page table (its only one with a
+                    // callback) starts one, under our lock, before it can
+                    // return, and the driver runs it to the end before a put
+                    // that finds the page table unlinked returns.
+                    unsafe { unpinned.callback_never_ran() };
                 }
                 callback_ran
             }
@@ -642,7 +710,10 @@ impl Registration {
             return None;
         }
         let pinned = st.pinned.take()?;
-        st.in_flight = Some(op);
+        st.in_flight = Some(match op {
+            Op::Unpinning => Op::unpinning(&pinned),
+            op => op,
+        });
         Some(pinned)
     }
 
@@ -700,8 +771,8 @@ impl Registration {
             } else {
                 None
             };
-            if leftover.is_some() {
-                st.in_flight = Some(Op::Unpinning);
+            if let Some(pinned) = &leftover {
+                st.in_flight = Some(Op::unpinning(pinned));
             }
             (st.sg.take(), leftover)
         };
@@ -755,37 +826,44 @@ impl Registration {
     /// the invalidation done and takes what is left pinned, in the same
     /// critical section that finds no other thread reading the page table
     /// or its mapping. Those readers are waited for: a dma_unmap started
-    /// before the callback (the core deregistering;
-    /// `nvidia_p2p_dma_unmap_pages` reads both), or a dma_map reading what
-    /// the provider just returned. The driver frees both as soon as the
-    /// callback returns (515 and later), so returning earlier would make
-    /// those reads a use-after-free. Waiting cannot deadlock: none of them
-    /// takes the driver lock the callback runs under (see
-    /// [`Op::reads_provider_objects`]).
+    /// before the callback (the core deregistering, or put_pages/release
+    /// unmapping what a failed dma_unmap left; `nvidia_p2p_dma_unmap_pages`
+    /// reads both), or a dma_map reading what the provider just returned.
+    /// The driver frees both as soon as the callback returns (515 and
+    /// later), so returning earlier would make those reads a use-after-free.
+    /// Waiting cannot deadlock: none of them takes the driver lock the
+    /// callback runs under (see [`Op::reads_provider_objects`]). The wait
+    /// sleeps until the reader, ending, wakes it ([`Self::finish_in_flight`]):
+    /// the driver lock it holds stalls every GPU call of the node meanwhile.
     #[inline(always)]
     fn end_invalidation(&self) -> Option<Pinned> {
         let mut waited = false;
-        loop {
-            let reader = {
-                let mut st = self.state.lock();
-                match st.in_flight {
-                    Some(op) if op.reads_provider_objects() => op,
-                    _ => {
-                        st.invalidation = Invalidation::Done;
-                        return st.pinned.take();
+        let mut taken = None;
+        let look = || {
+            let mut st = self.state.lock();
+            match st.in_flight {
+                Some(op) if op.reads_provider_objects() => {
+                    if waited {
+                        stats::inc(&STATS.free_wait_rechecks);
+                    } else {
+                        waited = true;
+                        stats::inc(if op == Op::Unmapping {
+                            &STATS.free_waited_for_unmap
+                        } else {
+                            &STATS.free_waited_for_registration
+                        });
                     }
+                    false
                 }
-            };
-            if !waited {
-                waited = true;
-                stats::inc(if reader == Op::Unmapping {
-                    &STATS.free_waited_for_unmap
-                } else {
-                    &STATS.free_waited_for_registration
-                });
+                _ => {
+                    st.invalidation = Invalidation::Done;
+                    taken = st.pinned.take();
+                    true
+                }
             }
-            crate::sleep::sleep_ms(1);
-        }
+        };
+        crate::wait::free_wait(look);
+        taken
     }
 
     /// Writes one line describing the registration (debugfs).

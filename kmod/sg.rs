@@ -8,7 +8,7 @@
 
 use crate::sys;
 use core::ptr::NonNull;
-use kernel::{bindings, prelude::*};
+use kernel::{bindings, ffi::c_int, prelude::*};
 
 /// The longest entry a coalesced run may make: the largest multiple of
 /// 64 KiB that fits the `unsigned int` length of a scatterlist entry.
@@ -69,6 +69,17 @@ impl Iterator for SgPlan<'_> {
     }
 }
 
+/// The number of entries of a table for `count` planned entries: at least
+/// one, and at most what the core's `int *nmap` holds (`sg_alloc_table`
+/// takes an `unsigned int`), so the count given to the core is never
+/// negative.
+pub(crate) fn table_entries(count: usize) -> Result<u32> {
+    match c_int::try_from(count) {
+        Ok(entries) if entries > 0 => Ok(entries.unsigned_abs()),
+        _ => Err(EINVAL),
+    }
+}
+
 /// A scatter-gather table allocated and filled by this module, kept as the
 /// words of its `sg_table` (`sg_alloc_table` sets `nents` and `orig_nents`
 /// alike, so one count is kept). Packed to 4-byte alignment, so that it
@@ -79,8 +90,9 @@ impl Iterator for SgPlan<'_> {
 /// # Invariants
 ///
 /// `{ sgl, nents, orig_nents: nents }` is an `sg_table` that
-/// `sg_alloc_table` set up with `nents` entries, each filled with a DMA
-/// address and length; it is freed only by `Drop`.
+/// `sg_alloc_table` set up with `nents` entries (1 to `c_int::MAX`, see
+/// [`table_entries`]), each filled with a DMA address and length; it is
+/// freed only by `Drop`.
 #[repr(C, packed(4))]
 pub(crate) struct SgTable {
     sgl: NonNull<bindings::scatterlist>,
@@ -94,10 +106,7 @@ impl SgTable {
     /// Allocates and fills a table with the entries of `plan`.
     #[inline(always)]
     pub(crate) fn build(plan: SgPlan<'_>) -> Result<Self> {
-        let entries = u32::try_from(plan.entries()).map_err(|_| EINVAL)?;
-        if entries == 0 {
-            return Err(EINVAL);
-        }
+        let entries = table_entries(plan.entries())?;
         let mut table = bindings::sg_table::default();
         // SAFETY: FFI call on a zeroed table we own.
         sys::check(unsafe { bindings::sg_alloc_table(&mut table, entries, bindings::GFP_KERNEL) })?;

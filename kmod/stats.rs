@@ -117,6 +117,10 @@ pub(crate) struct Stats {
     /// Free callbacks that waited for a dma_map reading what the provider
     /// had just returned.
     pub(crate) free_waited_for_registration: AtomicU64,
+    /// Times a waiting free callback looked at its registration again and
+    /// still found the reader it waits for (a wait that sleeps until the
+    /// reader wakes it finds it gone).
+    pub(crate) free_wait_rechecks: AtomicU64,
     /// Page tables the driver marked CPU-cacheable (coherent platforms).
     pub(crate) cpu_cacheable_page_tables: AtomicU64,
     /// The version of the last page table the driver gave (0: none yet).
@@ -139,6 +143,7 @@ impl Stats {
             dma_unmap_after_free: AtomicU64::new(0),
             free_waited_for_unmap: AtomicU64::new(0),
             free_waited_for_registration: AtomicU64::new(0),
+            free_wait_rechecks: AtomicU64::new(0),
             cpu_cacheable_page_tables: AtomicU64::new(0),
             page_table_version: AtomicU32::new(0),
             errors: [const { AtomicU64::new(0) }; ErrorKind::ALL.len()],

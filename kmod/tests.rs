@@ -77,6 +77,7 @@ fn params_validate() {
 use crate::client::{self, ClientTable, EX_MARK_INDEX, INVALIDATE_UNMAPS};
 use crate::core_client::{CoreRegistration, INVALIDATION};
 use crate::kunit_mock::{self as mock, CoreMode, FailOp, DMA_BASE, GPU_VA};
+use crate::p2p::{FreeCallback, PageTable, PciDevice, Pinned};
 use crate::sg::{SgPlan, SgTable};
 use crate::{registry, sys};
 use core::ptr;
@@ -849,6 +850,134 @@ fn registration_size() {
     check!(size_of::<Registration>() - lock + 8 + 8 <= 128);
 }
 
+// ---- the P2P wrappers' ownership of the free callback's data ------------
+
+use core::sync::atomic::{AtomicU32, Ordering};
+
+/// How often a [`Tracker`] was dropped (the free callback's data).
+static TRACKER_DROPS: AtomicU32 = AtomicU32::new(0);
+/// How often the free callback ran with a [`Tracker`].
+static TRACKER_CALLS: AtomicU32 = AtomicU32::new(0);
+
+/// A free callback whose data counts its drops: dropped twice is the
+/// double free of callback data a client must never do.
+struct Tracker;
+
+impl Drop for Tracker {
+    fn drop(&mut self) {
+        TRACKER_DROPS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl FreeCallback for Tracker {
+    type Data = KBox<Tracker>;
+
+    fn on_free(_data: &Tracker) {
+        TRACKER_CALLS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Issue 31, bug 3: pinned memory (mapped) dropped after its free callback
+/// ran, from safe code, calls nothing in the provider (the page table and
+/// mapping are dead) and does not drop the callback's data a second time,
+/// although the driver answers a put of that page table with 0.
+fn drop_after_free_callback() {
+    mock::reset(1 << 20);
+    let (drops, calls) = (
+        TRACKER_DROPS.load(Ordering::Relaxed),
+        TRACKER_CALLS.load(Ordering::Relaxed),
+    );
+    let dev = TestPciDevice::get();
+    // SAFETY: the test's PCI device, referenced while `dev` lives.
+    let peer = unsafe { PciDevice::from_dma_device(dev.0) };
+    check!(peer.is_some());
+    let (Ok(range), Ok(data), Some(peer)) = (
+        GpuRange::new(GPU_VA, 2 * K64),
+        KBox::new(Tracker, GFP_KERNEL),
+        peer,
+    ) else {
+        return;
+    };
+    let page_table = PageTable::<Tracker>::pin_invalidating(range, data);
+    check!(page_table.is_ok());
+    let Ok(page_table) = page_table else { return };
+    let mut pinned = Pinned::new(page_table);
+    check!(pinned.map(peer).is_ok());
+    check_eq!(mock::cuda_free(), 1);
+    check_eq!(TRACKER_CALLS.load(Ordering::Relaxed), calls + 1);
+    check_eq!(TRACKER_DROPS.load(Ordering::Relaxed), drops + 1);
+    let before = mock::calls();
+    drop(pinned);
+    let after = mock::calls();
+    check_eq!(after.dma_unmap, before.dma_unmap);
+    check_eq!(after.put_pages, before.put_pages);
+    check_eq!(TRACKER_DROPS.load(Ordering::Relaxed), drops + 1);
+    mock::reset(0);
+}
+
+/// Issue 31, bug 5: a driver that says 0 but gives no page table keeps the
+/// callback data it was given: the pin fails, and the data stays the
+/// driver's until its callback (it runs once and drops it, once).
+fn null_page_table_keeps_callback_data() {
+    mock::reset(1 << 20);
+    let drops = TRACKER_DROPS.load(Ordering::Relaxed);
+    let (Ok(range), Ok(data)) = (GpuRange::new(GPU_VA, K64), KBox::new(Tracker, GFP_KERNEL)) else {
+        check!(false);
+        return;
+    };
+    mock::set_null_page_table(true);
+    let pinned = PageTable::<Tracker>::pin_invalidating(range, data);
+    mock::set_null_page_table(false);
+    check!(pinned.is_err());
+    check_eq!(TRACKER_DROPS.load(Ordering::Relaxed), drops);
+    // The memory is freed: the driver calls the callback with its data.
+    check_eq!(mock::cuda_free(), 1);
+    check_eq!(TRACKER_DROPS.load(Ordering::Relaxed), drops + 1);
+    mock::reset(0);
+}
+
+/// Issue 31, bug 5: the SG entry count the core gets as `nmap` (an `int`)
+/// cannot be negative: a table of more than `INT_MAX` entries is refused.
+fn sg_entries_fit_nmap() {
+    check_eq!(crate::sg::table_entries(1), Ok(1));
+    check_eq!(
+        crate::sg::table_entries(c_int::MAX as usize),
+        Ok(c_int::MAX as u32)
+    );
+    check!(crate::sg::table_entries(0).is_err());
+    check!(crate::sg::table_entries(c_int::MAX as usize + 1).is_err());
+    check!(crate::sg::table_entries(u32::MAX as usize).is_err());
+}
+
+/// Issue 31, bug 2: what a failed init waits for. A registration the core
+/// released stays alive while the driver holds its free callback (pages a
+/// failed unpin left pinned) and is counted until its callback ran.
+fn registrations_counted_alive() {
+    let table = &client::NV_MEM_INVALIDATING_EX;
+    mock::reset(1 << 20);
+    check_eq!(crate::wait::alive(), 0);
+    let Some(_core) = register(table, true) else {
+        return;
+    };
+    let Some(mut mr) = pinned_mr(table) else {
+        return;
+    };
+    check_eq!(crate::wait::alive(), 1);
+    mock::fail_once(FailOp::PutPages, -(bindings::EIO as c_int));
+    mr.put_pages();
+    mock::fail_once(FailOp::PutPages, -(bindings::EIO as c_int));
+    mr.release();
+    // Released by the core, still pinned: alive.
+    check_eq!(crate::wait::alive(), 1);
+    check_eq!(mock::cuda_free(), 1);
+    check_eq!(crate::wait::alive(), 0);
+    check_eq!(mock::live(), (0, 0));
+    // Returns at once: none alive.
+    crate::wait::wait_none_alive();
+    // Frees the mock's tables: nothing of this case outlives the module.
+    mock::reset(0);
+}
+
 kunit_suite!(
     "nvidia_peermem_rs",
     [
@@ -873,5 +1002,9 @@ kunit_suite!(
         debugfs_lines_and_counters,
         registration_size,
         page_table_versions_per_driver,
+        drop_after_free_callback,
+        null_page_table_keeps_callback_data,
+        sg_entries_fit_nmap,
+        registrations_counted_alive,
     ]
 );

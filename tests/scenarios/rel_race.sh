@@ -34,6 +34,10 @@
 #       page table): the driver frees the page table and its mappings when
 #       the free callback returns, so the callback must wait for that unmap
 #       (a use-after-free in the driver otherwise, which KASAN reports).
+#       variant=put (issue 31): the deregistration's dma_unmap fails
+#       (fault dma_unmap_pages 1 EIO), the mapping is kept for a retry, and
+#       put_pages unmaps it before it unpins: the cudaFree lands while that
+#       unmap is inside the provider, which the callback must wait for too.
 #   acquire_while_going  issue 11: the core holds a registration right before
 #       asking nv_mem while rmmod wins; the acquires (nv_mem, then nv_mem_nc)
 #       run while the module is going and must take and put no reference.
@@ -43,6 +47,14 @@
 #       soak, fixed as the real core does it, with a completion).
 #   teardown_races     rmmod while a free callback runs, rmmod while a dereg
 #       is inside put_pages, a load failing halfway while the core calls in.
+#   load_fails_live    issue 31: a load failing after nv_mem registered
+#       (the core refuses nv_mem_nc) while a registration of nv_mem is still
+#       alive though the core released it: its deregistration could not
+#       unpin (put_pages fails at put_pages and at release's retry), so the
+#       driver still holds its free callback. init must not return before
+#       that registration is gone (the module text would go under the
+#       callback); the cudaFree that ends it runs while init waits. Our
+#       module with pers=0 only.
 #   rmmod_during_reg   rmmod of our module while registrations are live and
 #       while one is in flight; then a registration loop racing rmmod.
 # Every round must end with both operations finished (no hang), the MR gone,
@@ -180,12 +192,16 @@ free_during_unmap() {
 	while [ $i -lt "$rounds" ]; do
 		alloc_reg 256K 4096 200K
 		d0=$(ctr delays_taken)
+		# variant=put: the first unmap fails before the delay point, the
+		# one inside put_pages is held
+		[ "$variant" = put ] && st fault dma_unmap_pages 1 EIO >/dev/null
 		st delay p2p_dma_unmap 2000 1 >/dev/null
 		bg_run dereg st mr-dereg "$mr"
 		await_delay "$d0" || fail "the deregistration never reached the unmap window" $(figures)
 		st gpu-free "$va" >/dev/null || fail "cudaFree during the unmap failed" $(figures)
 		wait "$pid_dereg"
 		st delay "" 0 >/dev/null
+		st fault-clear >/dev/null
 		[ "$(bg_rc dereg)" = 0 ] || fail "dereg failed: $(cat /tmp/bg.dereg)" $(figures)
 		[ $(($(ctr delays_taken) - d0)) = 1 ] || fail "the unmap window was not reached" $(figures)
 		REL_OPS=$((REL_OPS + 3))
@@ -193,9 +209,17 @@ free_during_unmap() {
 		_lc=$(st leak-check) || fail "round $i left something behind: $_lc" $(figures)
 		i=$((i + 1))
 	done
-	[ "$client" = rs ] &&
+	rechecks=0
+	if [ "$client" = rs ]; then
 		waited=$(sed -n 's/^free_waited_for_unmap //p' /sys/kernel/debug/nvidia_peermem_rs/stats)
-	EXTRA="free_waited_for_unmap=$waited"
+		rechecks=$(sed -n 's/^free_wait_rechecks //p' /sys/kernel/debug/nvidia_peermem_rs/stats)
+		# issue 31: the callback (holding the driver lock) sleeps until
+		# the unmap wakes it; it does not poll. A wait_event looks twice
+		# before it sleeps; a spurious wake-up may add one.
+		[ "$rechecks" -le $((3 * waited)) ] ||
+			fail "the free callback polled: $rechecks looks at a reader still there in $waited waits" $(figures)
+	fi
+	EXTRA="free_waited_for_unmap=$waited free_wait_rechecks=$rechecks"
 }
 
 free_vs_dereg() {
@@ -487,6 +511,61 @@ teardown_races() {
 	done
 }
 
+# load_fails_live: see the header.
+load_fails_live() {
+	[ "$pers" = 0 ] && [ "$client" = rs ] || fail "load_fails_live needs pers=0 and our module"
+	i=0
+	while [ $i -lt "$rounds" ]; do
+		rmmod $REL_MOD || fail "rmmod of an idle module failed" $(figures)
+		_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+		va=$(sval va "$_o")
+		mark
+		# nv_mem is listed and returns 4 s later; then nv_mem_nc's
+		# registration waits 6 s before the core refuses it (the second
+		# registration call): nv_mem takes MRs meanwhile. (1 s was too
+		# short under TCG to arm the second delay in time.)
+		st fault register_client 2 ENOMEM >/dev/null
+		d0=$(ctr delays_taken)
+		st delay register_client_done 4000 1 >/dev/null
+		# shellcheck disable=SC2046
+		bg_run load modload $REL_MOD $(client_params)
+		wait_delay "$d0"
+		d0=$(ctr delays_taken)
+		st delay register_client 6000 1 >/dev/null
+		wait_delay "$d0"
+		_o=$(st mr-reg "$va" 128K) || fail "mr-reg while the load runs: $_o" $(figures)
+		mr=$(sval mr "$_o")
+		[ "$(sval client "$_o")" = nv_mem ] ||
+			fail "the MR went to $(sval client "$_o"), not nv_mem" $(figures)
+		# both unpins fail: the core releases, the pin stays
+		st fault put_pages 1 EIO 2 >/dev/null
+		st mr-dereg "$mr" >/dev/null || fail "dereg failed" $(figures)
+		# init fails now: it must wait for the registration left pinned
+		n=0
+		while kill -0 "$pid_load" 2>/dev/null &&
+			! since_mark_has "the load failed \(.*\): waiting for" && [ $n -lt 300 ]; do
+			usleep 50000
+			n=$((n + 1))
+		done
+		# the callback runs in our module: loaded, or freed under it
+		st gpu-free "$va" >/dev/null || fail "cudaFree failed" $(figures)
+		wait "$pid_load"
+		[ "$(bg_rc load)" != 0 ] ||
+			fail "the load succeeded with nv_mem_nc refused by the core" $(figures)
+		loaded $REL_MOD && fail "the module stayed loaded after a failed init" $(figures)
+		since_mark_has "the load failed \(.*\): waiting for 1 registrations" ||
+			fail "round $i: init returned while a registration was alive" $(figures)
+		st fault-clear >/dev/null
+		st delay "" 0 >/dev/null
+		# shellcheck disable=SC2046
+		load $REL_MOD $(client_params)
+		_lc=$(st leak-check) || fail "round $i left something behind: $_lc" $(figures)
+		REL_RACES=$((REL_RACES + 1))
+		REL_OPS=$((REL_OPS + 6))
+		i=$((i + 1))
+	done
+}
+
 EXTRA=
 case "$window" in
 release_in_invalidation) release_in_invalidation ;;
@@ -499,6 +578,7 @@ free_after_provider_call) free_during_reg p2p_get_pages_done p2p_dma_map_done ;;
 rmmod_during_reg) rmmod_during_reg ;;
 acquire_while_going) acquire_while_going ;;
 teardown_races) teardown_races ;;
+load_fails_live) load_fails_live ;;
 *) fail "unknown window $window" ;;
 esac
 st delay "" 0 >/dev/null
