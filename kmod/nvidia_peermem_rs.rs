@@ -71,22 +71,9 @@ impl kernel::Module for NvidiaPeermem {
             )?;
         }
         pr_info!(
-            "version {}: registered {} ({} PeerDirect ABI{}){}\n",
+            "version {}: registered {}{}\n",
             modinfo::VERSION,
-            if clients.len() == 2 {
-                "nv_mem (invalidating) and nv_mem_nc (persistent)"
-            } else {
-                "nv_mem (persistent)"
-            },
-            match config.abi {
-                params::PeerDirectAbi::Extended => "extended",
-                params::PeerDirectAbi::Legacy => "legacy",
-            },
-            if config.abi == params::PeerDirectAbi::Extended {
-                ", PEER_MEM_INVALIDATE_UNMAPS"
-            } else {
-                ""
-            },
+            client::describe(&config),
             if config.coalesce_sg {
                 ", coalescing SG entries"
             } else {

@@ -124,10 +124,8 @@ fn client_tables_per_mode() {
     check_table(&client::NV_MEM_INVALIDATING_LEGACY, "nv_mem", false);
     // A persistent client is a plain `peer_memory_client` whatever the ABI
     // (no mark, no `ex_size`/`flags`), as NVIDIA registers it (issue 31).
-    check_table(&client::NV_MEM_PERSISTENT_EX, "nv_mem", false);
-    check_table(&client::NV_MEM_PERSISTENT_LEGACY, "nv_mem", false);
-    check_table(&client::NV_MEM_NC_EX, "nv_mem_nc", false);
-    check_table(&client::NV_MEM_NC_LEGACY, "nv_mem_nc", false);
+    check_table(&client::NV_MEM_PERSISTENT, "nv_mem", false);
+    check_table(&client::NV_MEM_NC, "nv_mem_nc", false);
     // The invalidating and persistent tables call different adapters.
     check!(
         client::NV_MEM_INVALIDATING_EX
@@ -135,7 +133,7 @@ fn client_tables_per_mode() {
             .client
             .acquire
             .map(|f| f as usize)
-            != client::NV_MEM_PERSISTENT_EX
+            != client::NV_MEM_PERSISTENT
                 .ex()
                 .client
                 .acquire
@@ -150,6 +148,11 @@ fn client_selection_per_params() {
         let Ok(config) = config else { return };
         let specs = client::clients_for(config.clients, config.abi);
         let extended = pd == 0;
+        // The load message names the invalidation mode of the invalidating
+        // client only.
+        let text = client::describe(&config);
+        check_eq!(text.contains("PEER_MEM_INVALIDATE_UNMAPS"), pa == 0 && pd == 0);
+        check_eq!(text.contains("PeerDirect ABI"), pa == 0);
         match (&specs[0], &specs[1]) {
             (Some(first), Some(second)) => {
                 check_eq!(pa, 0);
@@ -443,8 +446,8 @@ fn registration_lifecycle_persistent() {
         crate::p2p::PersistentApi::of_driver(),
         crate::p2p::PersistentApi::Dedicated
     );
-    lifecycle(&client::NV_MEM_PERSISTENT_EX, false);
-    lifecycle(&client::NV_MEM_NC_LEGACY, false);
+    lifecycle(&client::NV_MEM_PERSISTENT, false);
+    lifecycle(&client::NV_MEM_NC, false);
 }
 
 fn acquire_declines_non_gpu_memory() {
@@ -452,7 +455,7 @@ fn acquire_declines_non_gpu_memory() {
     let refs = module_refs();
     for table in [
         &client::NV_MEM_INVALIDATING_EX,
-        &client::NV_MEM_PERSISTENT_EX,
+        &client::NV_MEM_PERSISTENT,
     ] {
         // Below, above, straddling the end, empty, wrapping.
         check!(CoreMr::acquire(table, 0x1000, 4096).is_none());
@@ -466,7 +469,7 @@ fn acquire_declines_non_gpu_memory() {
     check_eq!(module_refs(), refs);
     // The persistent API missing (MIG, vGPU): the persistent client declines.
     mock::set_persistent_supported(false);
-    check!(CoreMr::acquire(&client::NV_MEM_PERSISTENT_EX, MR_ADDR, MR_SIZE).is_none());
+    check!(CoreMr::acquire(&client::NV_MEM_PERSISTENT, MR_ADDR, MR_SIZE).is_none());
     check_eq!(module_refs(), refs);
 }
 
@@ -493,7 +496,7 @@ fn refusals_release_everything() {
     // probe unpinned; not a registration the core commits to us and that
     // get_pages then refuses (issue 31).
     for pt_version in [0x0003_0000, 0x0001_0001, 0x0000_0002] {
-        for probing in [table, &client::NV_MEM_PERSISTENT_EX] {
+        for probing in [table, &client::NV_MEM_PERSISTENT] {
             mock::reset(1 << 20);
             mock::set_format(1, pt_version, sys::NVIDIA_P2P_DMA_MAPPING_VERSION);
             let errors = STATS.errors(ErrorKind::PageTableVersion);
@@ -637,7 +640,7 @@ fn page_table_versions_per_driver() {
 fn failed_unpin_is_retried_at_release() {
     for (table, invalidating) in [
         (&client::NV_MEM_INVALIDATING_EX, true),
-        (&client::NV_MEM_PERSISTENT_EX, false),
+        (&client::NV_MEM_PERSISTENT, false),
     ] {
         mock::reset(1 << 20);
         let refs = module_refs();
@@ -668,7 +671,7 @@ fn probe_unpin_failure_is_not_mine() {
     use crate::stats::{self, ErrorKind, STATS};
     for (table, invalidating) in [
         (&client::NV_MEM_INVALIDATING_EX, true),
-        (&client::NV_MEM_PERSISTENT_EX, false),
+        (&client::NV_MEM_PERSISTENT, false),
     ] {
         mock::reset(1 << 20);
         let refs = module_refs();
@@ -798,7 +801,7 @@ fn core_registration_and_unregistration() {
     {
         let a = register(&client::NV_MEM_INVALIDATING_EX, true);
         check!(INVALIDATION.is_ready());
-        let b = register(&client::NV_MEM_NC_EX, false);
+        let b = register(&client::NV_MEM_NC, false);
         check_eq!(mock::registered_clients(), before + 2);
         drop(b);
         drop(a);
