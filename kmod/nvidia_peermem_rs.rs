@@ -22,6 +22,7 @@ mod registry;
 mod sg;
 mod sleep;
 mod stats;
+mod stranded;
 mod sys;
 
 use kernel::prelude::*;
@@ -52,11 +53,15 @@ struct NvidiaPeermem {
     // Dropped first: unregistering waits for every registration to go.
     _clients: KVec<core_client::CoreRegistration>,
     _debugfs: debugfs::Dir,
+    // Then the probe pins that could not be unpinned are tried again.
+    _stranded: stranded::Stash,
 }
 
 impl kernel::Module for NvidiaPeermem {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let config = params::Config::from_params()?;
+        // Before the clients: on a failure below, dropped after them.
+        let stranded = stranded::Stash;
         let debugfs = debugfs::Dir::create();
         let mut clients = KVec::new();
         for spec in client::clients_for(config.clients, config.abi)
@@ -83,6 +88,7 @@ impl kernel::Module for NvidiaPeermem {
         Ok(Self {
             _clients: clients,
             _debugfs: debugfs,
+            _stranded: stranded,
         })
     }
 }

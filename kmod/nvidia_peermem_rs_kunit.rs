@@ -19,6 +19,7 @@ mod registry;
 mod sg;
 mod sleep;
 mod stats;
+mod stranded;
 mod sys;
 mod tests;
 

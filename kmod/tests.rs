@@ -666,7 +666,8 @@ fn failed_unpin_is_retried_at_release() {
 /// not ours ("not mine", as NVIDIA's acquire answers), and the registration
 /// is not committed to the core only for every get_pages to fail. The
 /// probe's pin is not lost: an invalidating one ends with its free
-/// callback, which owns it (the memory's cudaFree).
+/// callback, which owns it (the memory's cudaFree); a persistent one is
+/// kept and unpinned again at unload (the loaded module's `Stash`).
 fn probe_unpin_failure_is_not_mine() {
     use crate::stats::{self, ErrorKind, STATS};
     for (table, invalidating) in [
@@ -699,6 +700,11 @@ fn probe_unpin_failure_is_not_mine() {
             check_eq!(after.free_page_table, before.free_page_table + 1);
             check_eq!(mock::live(), (0, 0));
             check_eq!(module_refs(), refs);
+        } else {
+            check_eq!(mock::live(), (1, 0));
+            check_eq!(module_refs(), refs);
+            drop(crate::stranded::Stash);
+            check_eq!(mock::live(), (0, 0));
         }
     }
     mock::reset(0);
