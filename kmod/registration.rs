@@ -226,8 +226,19 @@ impl Registration {
                     // `this`.
                     return Ok(None);
                 };
+                // A page table version we cannot read: not ours, decided
+                // here and not after the core committed the MR to us. Read
+                // under our lock, which a free callback takes first: unless
+                // one has started, the page table cannot die meanwhile.
+                let readable = {
+                    let st = this.state.lock();
+                    match st.invalidation {
+                        Invalidation::None => probe.layout().map(|_| ()),
+                        _ => Ok(()),
+                    }
+                };
                 match this.try_unpin_in_flight(Pinned::new(probe)) {
-                    Ok(false) => {}
+                    Ok(false) => readable?,
                     // Freed while we probed it: no longer GPU memory.
                     Ok(true) => return Ok(None),
                     Err(e) => return Err(this.give_up_probe(e)),
@@ -275,7 +286,9 @@ impl Registration {
     }
 
     /// Probes `range` for a persistent registration: pins and unpins it.
-    /// `Ok(false)` if it is not pinnable GPU memory, `Ok(true)` if it is.
+    /// `Ok(false)` if it is not pinnable GPU memory, `Ok(true)` if it is,
+    /// in a page table this module can read (else refused, as at the
+    /// invalidating probe).
     /// A probe whose unpin fails makes it "not ours" (as NVIDIA's acquire);
     /// having no free callback, its pin is kept in [`stranded`] for a retry
     /// at unload.
@@ -296,11 +309,13 @@ impl Registration {
             // Not GPU memory (or not pinnable): simply not ours.
             Err(_) => return Ok(false),
         };
+        // No free callback: the page table lives until unpinned.
+        let readable = page_table.layout().map(|_| true);
         match page_table.unpin() {
             // No free callback: nothing to take back.
             Ok(unpinned) => {
                 drop(unpinned);
-                Ok(true)
+                readable
             }
             Err((page_table, e)) => {
                 pr_err!(
