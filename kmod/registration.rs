@@ -37,7 +37,7 @@ use crate::registry;
 use crate::sg::{SgPlan, SgTable};
 use crate::stats::{self, ErrorKind, Failure, STATS};
 use core::fmt;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::{
     bindings,
     list::{impl_has_list_links, impl_list_arc_safe, impl_list_item, ListArc, ListLinks},
@@ -299,11 +299,16 @@ impl Registration {
         let page_table = match PageTable::<Self>::pin_persistent(range) {
             Ok(page_table) => page_table,
             Err(e) if e == ENOTSUPP => {
-                pr_warn!(
-                    "[{:#x}, {:#x}): the persistent P2P API is not supported (MIG or vGPU?); load with persistent_api_support=0\n",
-                    range.start(),
-                    range.end()
-                );
+                // Every registration would say it: once a load, each
+                // refusal counted (debugfs error_persistent_unsupported).
+                static WARNED: AtomicBool = AtomicBool::new(false);
+                if !WARNED.swap(true, Ordering::Relaxed) {
+                    pr_warn!(
+                        "[{:#x}, {:#x}): the persistent P2P API is not supported (MIG or vGPU?); load with persistent_api_support=0 (said once; debugfs stats error_persistent_unsupported counts the refusals)\n",
+                        range.start(),
+                        range.end()
+                    );
+                }
                 return Err(Failure::new(ErrorKind::PersistentUnsupported, e));
             }
             // Not GPU memory (or not pinnable): simply not ours.
