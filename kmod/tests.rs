@@ -151,7 +151,10 @@ fn client_selection_per_params() {
         // The load message names the invalidation mode of the invalidating
         // client only.
         let text = client::describe(&config);
-        check_eq!(text.contains("PEER_MEM_INVALIDATE_UNMAPS"), pa == 0 && pd == 0);
+        check_eq!(
+            text.contains("PEER_MEM_INVALIDATE_UNMAPS"),
+            pa == 0 && pd == 0
+        );
         check_eq!(text.contains("PeerDirect ABI"), pa == 0);
         match (&specs[0], &specs[1]) {
             (Some(first), Some(second)) => {
@@ -453,10 +456,7 @@ fn registration_lifecycle_persistent() {
 fn acquire_declines_non_gpu_memory() {
     mock::reset(1 << 20);
     let refs = module_refs();
-    for table in [
-        &client::NV_MEM_INVALIDATING_EX,
-        &client::NV_MEM_PERSISTENT,
-    ] {
+    for table in [&client::NV_MEM_INVALIDATING_EX, &client::NV_MEM_PERSISTENT] {
         // Below, above, straddling the end, empty, wrapping.
         check!(CoreMr::acquire(table, 0x1000, 4096).is_none());
         check!(CoreMr::acquire(table, GPU_VA + (2 << 20), 4096).is_none());
