@@ -2,14 +2,23 @@
 
 //! The `peer_memory_client` tables given to the PeerDirect core: a Rust
 //! trait, `unsafe extern "C"` adapters from the C callbacks to it, and the
-//! const-built tables in `#[repr(transparent)]` `Sync` statics, one per
-//! (client, ABI) pair.
+//! const-built tables in `#[repr(transparent)]` `Sync` statics: the
+//! invalidating `nv_mem` in both ABIs, the persistent clients plain.
+//!
+//! As NVIDIA's nvidia-peermem, only the invalidating client is an extended
+//! client (`peerdirect_support=0`: the mark in `version[15]`, `ex_size`,
+//! `PEER_MEM_INVALIDATE_UNMAPS`); a persistent client (`nv_mem` at
+//! `persistent_api_support=1`, `nv_mem_nc`) is a plain `peer_memory_client`
+//! whatever `peerdirect_support` says. It has no free callback, so the flag
+//! would change nothing it needs, and a plain table also registers with a
+//! MLNX_OFED 5.0 or older core, which reads the extension words as two
+//! private-data callbacks.
 //!
 //! C header: `rdma/peer_mem.h` (MLNX_OFED), or `ffi/include/rdma/peer_mem.h`.
 
 use crate::modinfo::VERSION;
 use crate::p2p::PciDevice;
-use crate::params::{ClientSet, PeerDirectAbi};
+use crate::params::{ClientSet, Config, PeerDirectAbi};
 use crate::registration::{PinKind, Registration};
 use crate::sys;
 use core::marker::PhantomData;
@@ -31,9 +40,9 @@ pub(crate) const EX_MARK_INDEX: usize = VERSION_MAX - 1;
 /// `PEER_MEM_INVALIDATE_UNMAPS`.
 pub(crate) const INVALIDATE_UNMAPS: u32 = 1 << 0;
 
-/// `struct peer_memory_client_ex`: the client and its extension. Under the
-/// legacy ABI the two extension words overlay the private-data callbacks and
-/// stay zero (NULL).
+/// `struct peer_memory_client_ex`: the client and its extension. In a plain
+/// table the two extension words overlay the legacy private-data callbacks
+/// and stay zero (NULL).
 #[repr(C)]
 pub(crate) struct PeerMemoryClientEx {
     pub(crate) client: sys::peer_memory_client,
@@ -257,16 +266,27 @@ const fn c_string<const N: usize>(s: &str) -> [c_char; N] {
     out
 }
 
+/// How a table presents itself to the core.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum TableAbi {
+    /// `peer_memory_client_ex`: `version[15]` = 1, `ex_size`, and
+    /// `PEER_MEM_INVALIDATE_UNMAPS` (MLNX_OFED 5.1 and newer).
+    Extended,
+    /// A plain `peer_memory_client`: no mark, `ex_size` and `flags` zero
+    /// (what a legacy core reads as two NULL private-data callbacks).
+    Plain,
+}
+
 impl ClientTable {
-    /// The table of client `T` named `name`, for `abi`.
-    pub(crate) const fn new<T: PeerMemoryClient>(name: &str, abi: PeerDirectAbi) -> Self {
+    /// The table of client `T` named `name`, laid out as `abi`.
+    pub(crate) const fn new<T: PeerMemoryClient>(name: &str, abi: TableAbi) -> Self {
         let mut version = c_string::<VERSION_MAX>(VERSION);
         let (ex_size, flags) = match abi {
-            PeerDirectAbi::Extended => {
+            TableAbi::Extended => {
                 version[EX_MARK_INDEX] = 1;
                 (size_of::<PeerMemoryClientEx>(), INVALIDATE_UNMAPS)
             }
-            PeerDirectAbi::Legacy => (0, 0),
+            TableAbi::Plain => (0, 0),
         };
         Self(PeerMemoryClientEx {
             client: sys::peer_memory_client {
@@ -359,24 +379,18 @@ macro_rules! forward_to_registration {
 forward_to_registration!(Invalidating, PinKind::Invalidating);
 forward_to_registration!(Persistent, PinKind::Persistent);
 
-/// Invalidating `nv_mem`, extended ABI.
+/// Invalidating `nv_mem`, extended ABI (`peerdirect_support=0`).
 pub(crate) static NV_MEM_INVALIDATING_EX: ClientTable =
-    ClientTable::new::<Invalidating>("nv_mem", PeerDirectAbi::Extended);
-/// Invalidating `nv_mem`, legacy ABI.
+    ClientTable::new::<Invalidating>("nv_mem", TableAbi::Extended);
+/// Invalidating `nv_mem`, legacy ABI (`peerdirect_support=1`).
 pub(crate) static NV_MEM_INVALIDATING_LEGACY: ClientTable =
-    ClientTable::new::<Invalidating>("nv_mem", PeerDirectAbi::Legacy);
-/// Persistent `nv_mem`, extended ABI.
-pub(crate) static NV_MEM_PERSISTENT_EX: ClientTable =
-    ClientTable::new::<Persistent>("nv_mem", PeerDirectAbi::Extended);
-/// Persistent `nv_mem`, legacy ABI.
-pub(crate) static NV_MEM_PERSISTENT_LEGACY: ClientTable =
-    ClientTable::new::<Persistent>("nv_mem", PeerDirectAbi::Legacy);
-/// Persistent `nv_mem_nc`, extended ABI.
-pub(crate) static NV_MEM_NC_EX: ClientTable =
-    ClientTable::new::<Persistent>("nv_mem_nc", PeerDirectAbi::Extended);
-/// Persistent `nv_mem_nc`, legacy ABI.
-pub(crate) static NV_MEM_NC_LEGACY: ClientTable =
-    ClientTable::new::<Persistent>("nv_mem_nc", PeerDirectAbi::Legacy);
+    ClientTable::new::<Invalidating>("nv_mem", TableAbi::Plain);
+/// Persistent `nv_mem` (`persistent_api_support=1`), plain in both ABIs.
+pub(crate) static NV_MEM_PERSISTENT: ClientTable =
+    ClientTable::new::<Persistent>("nv_mem", TableAbi::Plain);
+/// Persistent `nv_mem_nc` (`persistent_api_support=0`), plain in both ABIs.
+pub(crate) static NV_MEM_NC: ClientTable =
+    ClientTable::new::<Persistent>("nv_mem_nc", TableAbi::Plain);
 
 /// One client to register: its table and whether it invalidates.
 pub(crate) struct ClientSpec {
@@ -388,32 +402,37 @@ pub(crate) struct ClientSpec {
 
 /// The clients to register, in order, for a configuration.
 pub(crate) fn clients_for(set: ClientSet, abi: PeerDirectAbi) -> [Option<ClientSpec>; 2] {
-    let ex = abi == PeerDirectAbi::Extended;
+    let persistent = |table: &'static ClientTable| {
+        Some(ClientSpec {
+            table,
+            invalidating: false,
+        })
+    };
     match set {
-        ClientSet::PersistentOnly => [
-            Some(ClientSpec {
-                table: if ex {
-                    &NV_MEM_PERSISTENT_EX
-                } else {
-                    &NV_MEM_PERSISTENT_LEGACY
-                },
-                invalidating: false,
-            }),
-            None,
-        ],
+        ClientSet::PersistentOnly => [persistent(&NV_MEM_PERSISTENT), None],
         ClientSet::InvalidatingAndPersistent => [
             Some(ClientSpec {
-                table: if ex {
-                    &NV_MEM_INVALIDATING_EX
-                } else {
-                    &NV_MEM_INVALIDATING_LEGACY
+                table: match abi {
+                    PeerDirectAbi::Extended => &NV_MEM_INVALIDATING_EX,
+                    PeerDirectAbi::Legacy => &NV_MEM_INVALIDATING_LEGACY,
                 },
                 invalidating: true,
             }),
-            Some(ClientSpec {
-                table: if ex { &NV_MEM_NC_EX } else { &NV_MEM_NC_LEGACY },
-                invalidating: false,
-            }),
+            persistent(&NV_MEM_NC),
         ],
+    }
+}
+
+/// The clients of `config` in words, for the load message: the
+/// invalidation mode is named only for the client that is invalidated.
+pub(crate) fn describe(config: &Config) -> &'static str {
+    match (config.clients, config.abi) {
+        (ClientSet::PersistentOnly, _) => "nv_mem (persistent)",
+        (ClientSet::InvalidatingAndPersistent, PeerDirectAbi::Extended) => {
+            "nv_mem (invalidating, extended PeerDirect ABI, PEER_MEM_INVALIDATE_UNMAPS) and nv_mem_nc (persistent)"
+        }
+        (ClientSet::InvalidatingAndPersistent, PeerDirectAbi::Legacy) => {
+            "nv_mem (invalidating, legacy PeerDirect ABI) and nv_mem_nc (persistent)"
+        }
     }
 }

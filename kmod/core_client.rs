@@ -109,6 +109,16 @@ impl CoreRegistration {
                 table.name(),
                 legacy_hint
             );
+            // The load's error codes, decided (issue 31): EBUSY here, where
+            // NVIDIA's module returns EINVAL. The core's NULL almost always
+            // means the name is owned by another client, i.e. busy, and
+            // `modprobe` then prints "Device or resource busy" instead of
+            // "Invalid argument", which points at the parameters, wrongly
+            // here. Nothing reads the code but people: the GPU Operator and
+            // the unit only look at the exit status, NCCL and UCX at the
+            // sysfs files. A parameter out of range is EINVAL (as NVIDIA's),
+            // a core that gives no invalidate function EINVAL, a missing
+            // core the loader's "Unknown symbol" (ENOENT).
             return Err(EBUSY);
         };
         // INVARIANT: registered just above.

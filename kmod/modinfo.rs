@@ -5,6 +5,15 @@
 
 /// Version of the module, also announced to the PeerDirect core as the client
 /// version (it must fit 14 characters plus NUL, see [`crate::client`]).
+///
+/// Decided (issue 31): both `/sys/module/<name>/version` and
+/// `/sys/kernel/mm/memory_peers/<client>/version` say this module's own
+/// version, also in the drop-in build, where NVIDIA's module says the
+/// driver's (`NV_VERSION_STRING`, e.g. `580.95.05`). NCCL, UCX and NVSHMEM
+/// only test that those files exist; an operator who reads them learns
+/// which module serves the node, and a driver version there would claim a
+/// build this module is not (DKMS's version check of the drop-in is
+/// handled by its override file, packaging/README.md).
 pub(crate) const VERSION: &str = "0.1.0";
 
 /// Copies a string into a fixed-size byte array, for `.modinfo` statics.

@@ -21,6 +21,7 @@ mod registration;
 mod registry;
 mod sg;
 mod stats;
+mod stranded;
 mod sys;
 mod wait;
 
@@ -52,6 +53,8 @@ struct NvidiaPeermem {
     // Dropped first: unregistering waits for every registration to go.
     _clients: KVec<core_client::CoreRegistration>,
     _debugfs: debugfs::Dir,
+    // Then the probe pins that could not be unpinned are tried again.
+    _stranded: stranded::Stash,
 }
 
 /// Registers the clients of `config` with the core. On failure the clients
@@ -75,6 +78,8 @@ fn register_clients(config: &params::Config) -> Result<KVec<core_client::CoreReg
 impl kernel::Module for NvidiaPeermem {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let config = params::Config::from_params()?;
+        // Before the clients: on a failure below, dropped after them.
+        let stranded = stranded::Stash;
         let debugfs = debugfs::Dir::create();
         let clients = match register_clients(&config) {
             Ok(clients) => clients,
@@ -97,22 +102,9 @@ impl kernel::Module for NvidiaPeermem {
             }
         };
         pr_info!(
-            "version {}: registered {} ({} PeerDirect ABI{}){}\n",
+            "version {}: registered {}{}\n",
             modinfo::VERSION,
-            if clients.len() == 2 {
-                "nv_mem (invalidating) and nv_mem_nc (persistent)"
-            } else {
-                "nv_mem (persistent)"
-            },
-            match config.abi {
-                params::PeerDirectAbi::Extended => "extended",
-                params::PeerDirectAbi::Legacy => "legacy",
-            },
-            if config.abi == params::PeerDirectAbi::Extended {
-                ", PEER_MEM_INVALIDATE_UNMAPS"
-            } else {
-                ""
-            },
+            client::describe(&config),
             if config.coalesce_sg {
                 ", coalescing SG entries"
             } else {
@@ -122,6 +114,7 @@ impl kernel::Module for NvidiaPeermem {
         Ok(Self {
             _clients: clients,
             _debugfs: debugfs,
+            _stranded: stranded,
         })
     }
 }

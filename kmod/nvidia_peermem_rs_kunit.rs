@@ -18,6 +18,7 @@ mod registration;
 mod registry;
 mod sg;
 mod stats;
+mod stranded;
 mod sys;
 mod tests;
 mod wait;

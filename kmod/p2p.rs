@@ -20,7 +20,7 @@ use crate::sys::check;
 use core::marker::PhantomData;
 use core::mem::ManuallyDrop;
 use core::ptr::NonNull;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::{bindings, ffi::c_void, prelude::*, types::ForeignOwnable};
 
 /// What the provider's free callback does with the data it was given.
@@ -272,22 +272,37 @@ impl<T: FreeCallback> PageTable<T> {
         }
     }
 
+    /// The layout of this page table, by the version the driver stamped on
+    /// it. A version this module cannot read is refused with one line, said
+    /// once per version and load (the same driver stamps every page table
+    /// alike; each refusal is counted by the caller's [`Failure`]).
+    /// acquire asks first, so such memory is "not ours" before the core
+    /// commits an MR to us (issue 31).
+    #[inline(always)]
+    pub(crate) fn layout(&self) -> core::result::Result<PageTableLayout, Failure> {
+        /// The last version refused with a line (above `u32::MAX`: none).
+        static REFUSED: AtomicU64 = AtomicU64::new(u64::MAX);
+        let version = self.raw().version;
+        if let Some(layout) = PageTableLayout::of(version) {
+            return Ok(layout);
+        }
+        if REFUSED.swap(u64::from(version), Ordering::Relaxed) != u64::from(version) {
+            pr_err!(
+                "the driver's page table version {:#010x} is not supported (this module reads {:#010x} to {:#010x}, the newest it knows): its GPU memory is not taken; update nvidia-peermem-rs for this driver (said once; debugfs stats error_page_table_version counts the refusals)\n",
+                version,
+                PAGE_TABLE_OLDEST,
+                PAGE_TABLE_NEWEST
+            );
+        }
+        Err(Failure::new(ErrorKind::PageTableVersion, EINVAL))
+    }
+
     /// Checks that the provider gave what we can use: a compatible version,
     /// 64 KiB pages and one entry per GPU page of the range.
     #[inline(always)]
     pub(crate) fn validate(&self) -> core::result::Result<(), Failure> {
+        let layout = self.layout()?;
         let pt = self.raw();
-        let Some(layout) = PageTableLayout::of(pt.version) else {
-            pr_err!(
-                "refusing [{:#x}, {:#x}): the driver's page table version {:#010x} is not supported (this module reads {:#010x} to {:#010x}, the newest it knows); update nvidia-peermem-rs for this driver\n",
-                self.range.start(),
-                self.range.end(),
-                pt.version,
-                PAGE_TABLE_OLDEST,
-                PAGE_TABLE_NEWEST
-            );
-            return Err(Failure::new(ErrorKind::PageTableVersion, EINVAL));
-        };
         STATS
             .page_table_version
             .store(pt.version, Ordering::Relaxed);

@@ -80,7 +80,7 @@ int_param!(
     PEERDIRECT_SUPPORT,
     "peerdirect_support",
     0,
-    "PeerDirect ABI: 0 = extended client with PEER_MEM_INVALIDATE_UNMAPS (MLNX_OFED 5.1+, default), 1 = legacy ABI (MLNX_OFED 5.0 and older)"
+    "PeerDirect ABI of the invalidating nv_mem (persistent_api_support=0): 0 = extended client with PEER_MEM_INVALIDATE_UNMAPS (MLNX_OFED 5.1+, default), 1 = legacy ABI (MLNX_OFED 5.0 and older); persistent clients are plain in both"
 );
 int_param!(
     PERSISTENT_API_SUPPORT,
@@ -95,7 +95,9 @@ int_param!(
     "1 = merge physically contiguous GPU pages into fewer SG entries, 0 = one SG entry per GPU page (default)"
 );
 
-/// Which PeerDirect ABI the client tables follow (`peerdirect_support`).
+/// Which PeerDirect ABI the invalidating client's table follows
+/// (`peerdirect_support`). Persistent clients are plain in both, as
+/// NVIDIA's ([`crate::client`]).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum PeerDirectAbi {
     /// `peer_memory_client_ex` with `PEER_MEM_INVALIDATE_UNMAPS` (value 0).

@@ -41,7 +41,7 @@ use crate::registry;
 use crate::sg::{SgPlan, SgTable};
 use crate::stats::{self, ErrorKind, Failure, STATS};
 use core::fmt;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::{
     bindings,
     list::{impl_has_list_links, impl_list_arc_safe, impl_list_item, ListArc, ListLinks},
@@ -235,26 +235,38 @@ impl Registration {
             PinKind::Persistent => {
                 // A persistent pin has no free callback, so nothing can
                 // invalidate the probe: it needs no registration, and the
-                // registration is born idle (or holding a probe that could
-                // not be unpinned, for release to retry).
-                let Some(leftover) = Self::probe_persistent(range)? else {
+                // registration is born idle.
+                if !Self::probe_persistent(range)? {
                     return Ok(None);
-                };
-                Self::new(kind, range, module, leftover, None)?
+                }
+                Self::new(kind, range, module, None)?
             }
             PinKind::Invalidating => {
                 // Born with the probe in flight: a free callback firing
                 // during the probe only records the invalidation.
-                let this = Self::new(kind, range, module, None, Some(Op::Pinning))?;
+                let this = Self::new(kind, range, module, Some(Op::Pinning))?;
                 let Ok(probe) = Self::pin_pages(this.as_arc_borrow()) else {
                     // Not GPU memory (or not pinnable): simply not ours.
                     // Nobody else holds the registration: it goes with
                     // `this`.
                     return Ok(None);
                 };
-                if this.unpin_in_flight(Pinned::new(probe)) {
+                // A page table version we cannot read: not ours, decided
+                // here and not after the core committed the MR to us. Read
+                // under our lock, which a free callback takes first: unless
+                // one has started, the page table cannot die meanwhile.
+                let readable = {
+                    let st = this.state.lock();
+                    match st.invalidation {
+                        Invalidation::None => probe.layout().map(|_| ()),
+                        _ => Ok(()),
+                    }
+                };
+                match this.try_unpin_in_flight(Pinned::new(probe)) {
+                    Ok(false) => readable?,
                     // Freed while we probed it: no longer GPU memory.
-                    return Ok(None);
+                    Ok(true) => return Ok(None),
+                    Err(e) => return Err(this.give_up_probe(e)),
                 }
                 this
             }
@@ -264,21 +276,20 @@ impl Registration {
         Ok(Some(core_ref))
     }
 
-    /// Allocates a registration of `range`, holding `pinned` with
+    /// Allocates a registration of `range`, nothing pinned, with
     /// `in_flight` under way.
     #[inline(always)]
     fn new(
         kind: PinKind,
         range: GpuRange,
         module: ModuleRef,
-        pinned: Option<Pinned>,
         in_flight: Option<Op>,
     ) -> core::result::Result<ListArc<Self>, Failure> {
         ListArc::pin_init(
             try_pin_init!(Self {
                 state <- new_spinlock!(
                     State {
-                        pinned,
+                        pinned: None,
                         sg: None,
                         core_context: 0,
                         has_core_context: false,
@@ -300,41 +311,71 @@ impl Registration {
     }
 
     /// Probes `range` for a persistent registration: pins and unpins it.
-    /// `Ok(None)` if it is not pinnable GPU memory; `Ok(Some(leftover))` if
-    /// it is: `leftover` is the probe's pin if unpinning it failed.
-    #[allow(clippy::option_option)]
+    /// `Ok(false)` if it is not pinnable GPU memory, `Ok(true)` if it is,
+    /// in a page table this module can read (else refused, as at the
+    /// invalidating probe).
+    /// A probe whose unpin fails makes it "not ours" (as NVIDIA's acquire);
+    /// having no free callback, its pin is kept in [`stranded`] for a retry
+    /// at unload.
+    ///
+    /// [`stranded`]: crate::stranded
     #[inline(always)]
-    fn probe_persistent(range: GpuRange) -> core::result::Result<Option<Option<Pinned>>, Failure> {
+    fn probe_persistent(range: GpuRange) -> core::result::Result<bool, Failure> {
         let page_table = match PageTable::<Self>::pin_persistent(range) {
             Ok(page_table) => page_table,
             Err(e) if e == ENOTSUPP => {
-                pr_warn!(
-                    "[{:#x}, {:#x}): the persistent P2P API is not supported (MIG or vGPU?); load with persistent_api_support=0\n",
-                    range.start(),
-                    range.end()
-                );
+                // Every registration would say it: once a load, each
+                // refusal counted (debugfs error_persistent_unsupported).
+                static WARNED: AtomicBool = AtomicBool::new(false);
+                if !WARNED.swap(true, Ordering::Relaxed) {
+                    pr_warn!(
+                        "[{:#x}, {:#x}): the persistent P2P API is not supported (MIG or vGPU?); load with persistent_api_support=0 (said once; debugfs stats error_persistent_unsupported counts the refusals)\n",
+                        range.start(),
+                        range.end()
+                    );
+                }
                 return Err(Failure::new(ErrorKind::PersistentUnsupported, e));
             }
             // Not GPU memory (or not pinnable): simply not ours.
-            Err(_) => return Ok(None),
+            Err(_) => return Ok(false),
         };
+        // No free callback: the page table lives until unpinned.
+        let readable = page_table.layout().map(|_| true);
         match page_table.unpin() {
             // No free callback: nothing to take back.
             Ok(unpinned) => {
                 drop(unpinned);
-                Ok(Some(None))
+                readable
             }
             Err((page_table, e)) => {
-                STATS.error(ErrorKind::PutPages);
                 pr_err!(
-                    "unpinning the probe of [{:#x}, {:#x}) failed ({:?}); kept for a retry\n",
+                    "unpinning the probe of [{:#x}, {:#x}) failed ({:?}): not taking it (the core may offer it to another client); the pin is unpinned again when this module unloads\n",
                     range.start(),
                     range.end(),
                     e
                 );
-                Ok(Some(Some(Pinned::new(page_table))))
+                crate::stranded::keep(page_table);
+                Err(Failure::new(ErrorKind::PutPages, e))
             }
         }
+    }
+
+    /// The invalidating probe could not be unpinned (`e`): the range is not
+    /// ours, as NVIDIA's acquire answers, and the registration is given up.
+    /// Its pin is back in the state and the provider holds a reference
+    /// (the free callback's data): marked released, the registration lives
+    /// on without the core until the memory's free callback ends the pin,
+    /// keeping the module loaded till then. The core never knew it: no
+    /// invalidation goes to the core (no ticket).
+    fn give_up_probe(&self, e: Error) -> Failure {
+        self.state.lock().released = true;
+        pr_err!(
+            "unpinning the probe of [{:#x}, {:#x}) failed ({:?}): not taking it (the core may offer it to another client); the pin ends when the memory is freed (this module stays in use until then)\n",
+            self.range.start(),
+            self.range.end(),
+            e
+        );
+        Failure::new(ErrorKind::PutPages, e)
     }
 
     /// Pins the range the way this registration's kind does; with a free
@@ -449,6 +490,27 @@ impl Registration {
                 return self.finish_in_flight(pinned, None);
             }
         }
+        match self.try_unpin_in_flight(pinned) {
+            Ok(invalidated) => invalidated,
+            Err(e) => {
+                STATS.error(ErrorKind::PutPages);
+                pr_err!(
+                    "registration {}: unpinning [{:#x}, {:#x}) failed ({:?}); kept for a retry\n",
+                    self.id,
+                    self.range.start(),
+                    self.range.end(),
+                    e
+                );
+                false
+            }
+        }
+    }
+
+    /// As [`Registration::unpin_in_flight`] for a pin that is not mapped,
+    /// saying nothing: `Err` if the unpin failed and no invalidation started meanwhile (the pages are
+    /// back in the state).
+    #[inline(always)]
+    fn try_unpin_in_flight(&self, pinned: Pinned) -> Result<bool> {
         match pinned.unpin() {
             Ok(unpinned) => {
                 let callback_ran = {
@@ -474,21 +536,14 @@ impl Registration {
                     // that finds the page table unlinked returns.
                     unsafe { unpinned.callback_never_ran() };
                 }
-                callback_ran
+                Ok(callback_ran)
             }
             Err((pinned, e)) => {
-                let invalidated = self.finish_in_flight(pinned, None);
-                if !invalidated {
-                    STATS.error(ErrorKind::PutPages);
-                    pr_err!(
-                        "registration {}: unpinning [{:#x}, {:#x}) failed ({:?}); kept for a retry\n",
-                        self.id,
-                        self.range.start(),
-                        self.range.end(),
-                        e
-                    );
+                if self.finish_in_flight(pinned, None) {
+                    Ok(true)
+                } else {
+                    Err(e)
                 }
-                invalidated
             }
         }
     }

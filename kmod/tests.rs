@@ -123,10 +123,10 @@ fn check_table(table: &ClientTable, name: &str, extended: bool) {
 fn client_tables_per_mode() {
     check_table(&client::NV_MEM_INVALIDATING_EX, "nv_mem", true);
     check_table(&client::NV_MEM_INVALIDATING_LEGACY, "nv_mem", false);
-    check_table(&client::NV_MEM_PERSISTENT_EX, "nv_mem", true);
-    check_table(&client::NV_MEM_PERSISTENT_LEGACY, "nv_mem", false);
-    check_table(&client::NV_MEM_NC_EX, "nv_mem_nc", true);
-    check_table(&client::NV_MEM_NC_LEGACY, "nv_mem_nc", false);
+    // A persistent client is a plain `peer_memory_client` whatever the ABI
+    // (no mark, no `ex_size`/`flags`), as NVIDIA registers it (issue 31).
+    check_table(&client::NV_MEM_PERSISTENT, "nv_mem", false);
+    check_table(&client::NV_MEM_NC, "nv_mem_nc", false);
     // The invalidating and persistent tables call different adapters.
     check!(
         client::NV_MEM_INVALIDATING_EX
@@ -134,7 +134,7 @@ fn client_tables_per_mode() {
             .client
             .acquire
             .map(|f| f as usize)
-            != client::NV_MEM_PERSISTENT_EX
+            != client::NV_MEM_PERSISTENT
                 .ex()
                 .client
                 .acquire
@@ -149,17 +149,26 @@ fn client_selection_per_params() {
         let Ok(config) = config else { return };
         let specs = client::clients_for(config.clients, config.abi);
         let extended = pd == 0;
+        // The load message names the invalidation mode of the invalidating
+        // client only.
+        let text = client::describe(&config);
+        check_eq!(
+            text.contains("PEER_MEM_INVALIDATE_UNMAPS"),
+            pa == 0 && pd == 0
+        );
+        check_eq!(text.contains("PeerDirect ABI"), pa == 0);
         match (&specs[0], &specs[1]) {
             (Some(first), Some(second)) => {
                 check_eq!(pa, 0);
                 check!(first.invalidating && !second.invalidating);
                 check_table(first.table, "nv_mem", extended);
-                check_table(second.table, "nv_mem_nc", extended);
+                // Only the invalidating client is extended.
+                check_table(second.table, "nv_mem_nc", false);
             }
             (Some(only), None) => {
                 check_eq!(pa, 1);
                 check!(!only.invalidating);
-                check_table(only.table, "nv_mem", extended);
+                check_table(only.table, "nv_mem", false);
             }
             _ => check!(false),
         }
@@ -441,17 +450,14 @@ fn registration_lifecycle_persistent() {
         crate::p2p::PersistentApi::of_driver(),
         crate::p2p::PersistentApi::Dedicated
     );
-    lifecycle(&client::NV_MEM_PERSISTENT_EX, false);
-    lifecycle(&client::NV_MEM_NC_LEGACY, false);
+    lifecycle(&client::NV_MEM_PERSISTENT, false);
+    lifecycle(&client::NV_MEM_NC, false);
 }
 
 fn acquire_declines_non_gpu_memory() {
     mock::reset(1 << 20);
     let refs = module_refs();
-    for table in [
-        &client::NV_MEM_INVALIDATING_EX,
-        &client::NV_MEM_PERSISTENT_EX,
-    ] {
+    for table in [&client::NV_MEM_INVALIDATING_EX, &client::NV_MEM_PERSISTENT] {
         // Below, above, straddling the end, empty, wrapping.
         check!(CoreMr::acquire(table, 0x1000, 4096).is_none());
         check!(CoreMr::acquire(table, GPU_VA + (2 << 20), 4096).is_none());
@@ -464,7 +470,7 @@ fn acquire_declines_non_gpu_memory() {
     check_eq!(module_refs(), refs);
     // The persistent API missing (MIG, vGPU): the persistent client declines.
     mock::set_persistent_supported(false);
-    check!(CoreMr::acquire(&client::NV_MEM_PERSISTENT_EX, MR_ADDR, MR_SIZE).is_none());
+    check!(CoreMr::acquire(&client::NV_MEM_PERSISTENT, MR_ADDR, MR_SIZE).is_none());
     check_eq!(module_refs(), refs);
 }
 
@@ -478,6 +484,7 @@ fn pinned_mr(table: &'static ClientTable) -> Option<CoreMr> {
 }
 
 fn refusals_release_everything() {
+    use crate::stats::{ErrorKind, STATS};
     let table = &client::NV_MEM_INVALIDATING_EX;
     let refs = module_refs();
     let Some(_core) = register(table, true) else {
@@ -485,13 +492,31 @@ fn refusals_release_everything() {
     };
     let dev = TestPciDevice::get();
     let einval = -(bindings::EINVAL as c_int);
-    // 4 KiB and 128 KiB GPU pages, an incompatible page table version.
+    // A page table version this module cannot read: decided at acquire,
+    // "not mine" (the core may offer the range to another client), the
+    // probe unpinned; not a registration the core commits to us and that
+    // get_pages then refuses (issue 31).
+    for pt_version in [0x0003_0000, 0x0001_0001, 0x0000_0002] {
+        for probing in [table, &client::NV_MEM_PERSISTENT] {
+            mock::reset(1 << 20);
+            mock::set_format(1, pt_version, sys::NVIDIA_P2P_DMA_MAPPING_VERSION);
+            let errors = STATS.errors(ErrorKind::PageTableVersion);
+            if let Some(mr) = CoreMr::acquire(probing, MR_ADDR, MR_SIZE) {
+                check!(false);
+                mr.release();
+            }
+            check_eq!(STATS.errors(ErrorKind::PageTableVersion), errors + 1);
+            check_eq!(mock::calls().put_pages, 1);
+            check_eq!(mock::live(), (0, 0));
+            check_eq!(registry::count(), 0);
+            check_eq!(module_refs(), refs);
+        }
+    }
+    // 4 KiB and 128 KiB GPU pages: refused at get_pages, as NVIDIA's
+    // dma_map does.
     for (page_size, pt_version) in [
         (0, sys::NVIDIA_P2P_PAGE_TABLE_VERSION),
         (2, sys::NVIDIA_P2P_PAGE_TABLE_VERSION),
-        (1, 0x0003_0000),
-        (1, 0x0001_0001),
-        (1, 0x0000_0002),
     ] {
         mock::reset(1 << 20);
         mock::set_format(page_size, pt_version, sys::NVIDIA_P2P_DMA_MAPPING_VERSION);
@@ -616,7 +641,7 @@ fn page_table_versions_per_driver() {
 fn failed_unpin_is_retried_at_release() {
     for (table, invalidating) in [
         (&client::NV_MEM_INVALIDATING_EX, true),
-        (&client::NV_MEM_PERSISTENT_EX, false),
+        (&client::NV_MEM_PERSISTENT, false),
     ] {
         mock::reset(1 << 20);
         let refs = module_refs();
@@ -636,6 +661,54 @@ fn failed_unpin_is_retried_at_release() {
         check_eq!(mock::live(), (0, 0));
         check_eq!(module_refs(), refs);
     }
+}
+
+/// The acquire probe pins and unpins; when its unpin fails, the range is
+/// not ours ("not mine", as NVIDIA's acquire answers), and the registration
+/// is not committed to the core only for every get_pages to fail. The
+/// probe's pin is not lost: an invalidating one ends with its free
+/// callback, which owns it (the memory's cudaFree); a persistent one is
+/// kept and unpinned again at unload (the loaded module's `Stash`).
+fn probe_unpin_failure_is_not_mine() {
+    use crate::stats::{self, ErrorKind, STATS};
+    for (table, invalidating) in [
+        (&client::NV_MEM_INVALIDATING_EX, true),
+        (&client::NV_MEM_PERSISTENT, false),
+    ] {
+        mock::reset(1 << 20);
+        let refs = module_refs();
+        let Some(_core) = register(table, invalidating) else {
+            return;
+        };
+        let declined = stats::get(&STATS.declined);
+        let errors = STATS.errors(ErrorKind::PutPages);
+        mock::fail_once(FailOp::PutPages, -(bindings::EIO as c_int));
+        if let Some(mr) = CoreMr::acquire(table, MR_ADDR, MR_SIZE) {
+            check!(false);
+            mr.release();
+        }
+        check_eq!(stats::get(&STATS.declined), declined + 1);
+        check_eq!(STATS.errors(ErrorKind::PutPages), errors + 1);
+        check_eq!(registry::count(), 0);
+        if invalidating {
+            // Still pinned, with its callback armed: the memory's free
+            // ends it, without a core invalidation (no MR of the core).
+            check_eq!(mock::live(), (1, 0));
+            let before = mock::calls();
+            check_eq!(mock::cuda_free(), 1);
+            let after = mock::calls();
+            check_eq!(after.invalidate, before.invalidate);
+            check_eq!(after.free_page_table, before.free_page_table + 1);
+            check_eq!(mock::live(), (0, 0));
+            check_eq!(module_refs(), refs);
+        } else {
+            check_eq!(mock::live(), (1, 0));
+            check_eq!(module_refs(), refs);
+            drop(crate::stranded::Stash);
+            check_eq!(mock::live(), (0, 0));
+        }
+    }
+    mock::reset(0);
 }
 
 /// Maps an MR of the invalidating client, lets the mock core behave as
@@ -735,7 +808,7 @@ fn core_registration_and_unregistration() {
     {
         let a = register(&client::NV_MEM_INVALIDATING_EX, true);
         check!(INVALIDATION.is_ready());
-        let b = register(&client::NV_MEM_NC_EX, false);
+        let b = register(&client::NV_MEM_NC, false);
         check_eq!(mock::registered_clients(), before + 2);
         drop(b);
         drop(a);
@@ -995,6 +1068,7 @@ kunit_suite!(
         acquire_declines_non_gpu_memory,
         refusals_release_everything,
         failed_unpin_is_retried_at_release,
+        probe_unpin_failure_is_not_mine,
         invalidation_with_invalidate_unmaps,
         invalidation_core_calls_back_inside,
         release_during_invalidation,

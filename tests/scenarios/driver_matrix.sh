@@ -35,7 +35,8 @@ case "$driver" in
 r525) want_api=get_pages_without_callback ;;
 *) want_api=get_pages_persistent ;;
 esac
-# Legacy cores only take the legacy ABI.
+# Legacy cores take the invalidating client only in the legacy ABI (the
+# persistent one is plain in both).
 pds=0
 ref_abi=ex
 ref_extra=

@@ -3,12 +3,17 @@
 # Load and unload nvidia_peermem_rs with the given parameters: the clients
 # appear under /sys/kernel/mm/memory_peers (NCCL's detection paths) with our
 # version, /sys/module/nvidia_peermem_rs/version and the parameters read
-# back, debugfs is root-only, and everything disappears on unload.
+# back, debugfs is root-only, and everything disappears on unload. Only the
+# invalidating nv_mem is an extended client (at peerdirect_support=0); a
+# persistent client registers as a plain peer_memory_client, as NVIDIA's
+# does, and the load message names the invalidation mode of the
+# invalidating client only.
 #   module_load_unload [generation=..] [peerdirect_support=N] [persistent_api_support=N]
 . /scenarios/lib.sh
 . /scenarios/module_lib.sh
 
 load_sim_stack generation="$generation"
+dmesg -c >/dev/null
 load_module
 version=$(cat /sys/module/nvidia_peermem_rs/version) || fail "no /sys/module/nvidia_peermem_rs/version"
 [ -n "$version" ] || fail "empty module version"
@@ -27,6 +32,33 @@ if [ "$persistent_api_support" = 0 ]; then
 else
 	[ ! -e "$PM_PEERS"/nv_mem_nc ] || fail "nv_mem_nc registered with persistent_api_support=1"
 fi
+# core_line NAME: how the simulated core registered client NAME.
+core_line() {
+	dmesg | sed -n "s/.*peerdirect_sim: registered peer memory client $1 (version [^,]*, \(.*\))$/\1/p"
+}
+ours=$(dmesg | grep "nvidia_peermem_rs: version $version: registered")
+[ -n "$ours" ] || fail "no load message: $(dmesg | grep nvidia_peermem_rs)"
+if [ "$persistent_api_support" = 0 ]; then
+	want_nv_mem=invalidating
+	[ "$peerdirect_support" = 0 ] && [ "$generation" = modern ] &&
+		want_nv_mem="invalidating, invalidate unmaps"
+	[ "$(core_line nv_mem_nc)" = persistent ] ||
+		fail "nv_mem_nc registered as '$(core_line nv_mem_nc)', want a plain persistent client"
+	if [ "$peerdirect_support" = 0 ]; then
+		want_ours="nv_mem (invalidating, extended PeerDirect ABI, PEER_MEM_INVALIDATE_UNMAPS) and nv_mem_nc (persistent)"
+	else
+		want_ours="nv_mem (invalidating, legacy PeerDirect ABI) and nv_mem_nc (persistent)"
+	fi
+else
+	want_nv_mem=persistent
+	want_ours="nv_mem (persistent)"
+fi
+[ "$(core_line nv_mem)" = "$want_nv_mem" ] ||
+	fail "nv_mem registered as '$(core_line nv_mem)', want '$want_nv_mem'"
+case "$ours" in
+*"registered $want_ours") ;;
+*) fail "load message '$ours', want it to end 'registered $want_ours'" ;;
+esac
 for f in registrations stats; do
 	perm=$(stat -c %a "$PM_DEBUGFS"/$f) || fail "no debugfs $f"
 	[ "$perm" = 400 ] || fail "debugfs $f has mode $perm, want 400"

@@ -3,6 +3,10 @@
 # Every refusal says why and leaves nothing pinned or mapped: GPU page sizes
 # other than 64 KiB, incompatible page-table and mapping versions, and
 # provider/core failures at each step; a failed unpin is retried at release.
+# Decided at acquire ("not mine", as NVIDIA's acquire answers, issue 31): a
+# page table version this module cannot read, and an acquire probe whose
+# unpin fails (its pin is not lost). The MIG/vGPU warning is said once a
+# load, every refusal counted.
 . /scenarios/lib.sh
 . /scenarios/module_lib.sh
 
@@ -17,17 +21,25 @@ else
 fi
 cases=0
 
-# refuse_reg WHAT MESSAGE: mr-reg of a fresh allocation must fail, with
-# MESSAGE in dmesg, and leave nothing behind.
+# refuse_reg WHAT MESSAGE [at_acquire]: mr-reg of a fresh allocation must
+# fail, with MESSAGE in dmesg, and leave nothing behind. at_acquire: every
+# client answered "not mine", no registration was committed to us.
 refuse_reg() {
 	dmesg -c >/dev/null
 	sim gpu-alloc 256K
 	_va=$(kv va "$out")
+	_acquired=$(pm_stat acquired)
 	if _out=$(simtest mr-reg $((_va + 10)) 100000); then
 		fail "$1: MR registered: $_out"
 	fi
 	if [ -n "$2" ]; then
 		dmesg | grep -q "nvidia_peermem_rs: .*$2" || fail "$1: no '$2' in dmesg: $(dmesg | grep nvidia_peermem_rs)"
+	fi
+	if [ "$3" = at_acquire ]; then
+		[ "$(pm_stat acquired)" = "$_acquired" ] ||
+			fail "$1: acquire said mine, the refusal came after the core committed the MR: $(dmesg | grep nvidia_peermem_rs)"
+		[ "$(dmesg | grep -c "nvidia_peermem_rs: ")" = 1 ] ||
+			fail "$1: not one line: $(dmesg | grep nvidia_peermem_rs)"
 	fi
 	sim fault-clear
 	sim config
@@ -41,9 +53,9 @@ refuse_reg "4 KiB GPU pages" "GPU page size is 4 KiB (type 0), only 64 KiB pages
 sim config page_size=128k
 refuse_reg "128 KiB GPU pages" "GPU page size is 128 KiB (type 2), only 64 KiB pages are supported"
 sim config pt_version=0x00030000
-refuse_reg "page table major 3" "page table version 0x00030000 is not supported (this module reads 0x00010002 to 0x00020000"
+refuse_reg "page table major 3" "page table version 0x00030000 is not supported (this module reads 0x00010002 to 0x00020000" at_acquire
 sim config pt_version=0x00010001
-refuse_reg "page table minor 1" "page table version 0x00010001 is not supported"
+refuse_reg "page table minor 1" "page table version 0x00010001 is not supported" at_acquire
 sim config map_version=0x00030003
 refuse_reg "mapping major 3" "DMA mapping version 0x00030003 is incompatible with 0x00020003"
 sim config map_version=0x00020002
@@ -82,10 +94,59 @@ dmesg | grep -q "nvidia_peermem_rs: .*unpinning .* failed" || fail "failed unpin
 no_leaks "unpin retried at release"
 sim gpu-free "$va"
 
-# The persistent API unsupported (MIG, vGPU): the persistent client says so.
+# The acquire probe's unpin fails: not ours (NVIDIA's acquire answers so),
+# not a registration committed to us whose every get_pages then fails. With
+# persistent_api_support=0 the core then offers the range to nv_mem_nc. The
+# probe's pin is not lost: an invalidating one ends with its free callback
+# (cudaFree), a persistent one is unpinned again at unload at the latest.
+dmesg -c >/dev/null
+sim gpu-alloc 128K
+va=$(kv va "$out")
+acquired=$(pm_stat acquired)
+if [ "$persistent_api_support" = 0 ]; then
+	sim fault put_pages 1 EIO
+	sim mr-reg "$va" 128K
+	mr=$(kv mr "$out")
+	[ "$(kv client "$out")" = nv_mem_nc ] ||
+		fail "probe unpin failed: the MR went to $(kv client "$out"), want nv_mem_nc after nv_mem said not mine"
+	sim mr-dereg "$mr"
+else
+	sim fault put_pages_persistent 1 EIO
+	if _out=$(simtest mr-reg "$va" 128K); then
+		fail "probe unpin failed: MR registered: $_out"
+	fi
+	[ "$(pm_stat acquired)" = "$acquired" ] ||
+		fail "probe unpin failed: acquire said mine: $(dmesg | grep nvidia_peermem_rs)"
+fi
+sim fault-clear
+dmesg | grep -q "nvidia_peermem_rs: .*get_pages of .* failed" &&
+	fail "probe unpin failed: a get_pages was refused: $(dmesg | grep nvidia_peermem_rs)"
+dmesg | grep -q "nvidia_peermem_rs: .*probe .* failed" ||
+	fail "probe unpin failed: not reported: $(dmesg | grep nvidia_peermem_rs)"
+sim gpu-free "$va"
+unload nvidia_peermem_rs
+no_leaks "probe unpin failed"
+load_module
+
+# The persistent API unsupported (MIG, vGPU): the persistent client says so,
+# once a load; every refusal is counted (debugfs error_persistent_unsupported).
 if [ "$persistent_api_support" = 1 ]; then
 	sim config persistent=0
 	refuse_reg "persistent API unsupported" "persistent P2P API is not supported .* persistent_api_support=0"
+	sim config persistent=0
+	before=$(pm_stat error_persistent_unsupported)
+	dmesg -c >/dev/null
+	for _i in 1 2 3; do
+		sim gpu-alloc 128K
+		va=$(kv va "$out")
+		simtest mr-reg "$va" 128K >/dev/null && fail "persistent API unsupported: MR registered"
+		sim gpu-free "$va"
+	done
+	sim config
+	said=$(dmesg | grep -c "persistent P2P API is not supported")
+	[ "$said" = 0 ] || fail "the MIG/vGPU warning was said $said more times in the same load"
+	[ "$(pm_stat error_persistent_unsupported)" = $((before + 3)) ] ||
+		fail "persistent API refusals counted $before -> $(pm_stat error_persistent_unsupported), want +3"
 fi
 finish_clean
 pass refusals=$cases

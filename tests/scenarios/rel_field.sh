@@ -54,11 +54,12 @@ silent_load() {
 	fi
 	since_mark | grep "$REL_MOD" | grep -q 7 || fail "the refusal does not name the bad value" $(figures)
 	[ "$client" = ref ] && rel_pass # the rest is about our module's parameters
-	# 3. a core that cannot take the extended ABI
+	# 3. a core that cannot take the extended ABI (of the invalidating
+	# nv_mem: a persistent client is plain, as NVIDIA's, and loads)
 	stack_down
 	gen=legacy
 	stack_up_fixtures
-	insmod_refused "legacy core, peerdirect_support=0" $REL_MOD peerdirect_support=0
+	insmod_refused "legacy core, peerdirect_support=0" $REL_MOD peerdirect_support=0 persistent_api_support=0
 	since_mark | grep "$REL_MOD" | grep -q "peerdirect_support=1" ||
 		fail "the refusal on a legacy core does not say peerdirect_support=1" $(figures)
 	# 4. no PeerDirect core at all (the C original: -EINVAL, silent)
