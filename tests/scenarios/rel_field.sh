@@ -45,14 +45,25 @@ silent_load() {
 	st fault register_client 1 EIO >/dev/null
 	insmod_refused "the core refuses the registration" $REL_MOD $(client_params)
 	st fault-clear >/dev/null
-	since_mark_has "$REL_MOD" || fail "no line of ours for a refused registration" $(figures)
+	# the exact lines (a bare "7" or the module's name alone would match a
+	# timestamp or any line of ours)
+	if [ "$client" = ref ]; then
+		why="$REL_MOD: the PeerDirect core refused client nv_mem: another peer memory client named nv_mem may be loaded"
+		bad="$REL_MOD: invalid abi=bogus7 (use ex, plain or legacy)"
+	else
+		why="$REL_MOD: the PeerDirect core refused client \"nv_mem\": another peer-memory client named \"nv_mem\" may be loaded"
+		bad="$REL_MOD: invalid peerdirect_support=7: valid values are "
+	fi
+	since_mark | grep -q -F -- "$why" ||
+		fail "no line of ours saying why the registration was refused (wanted '$why')" $(figures)
 	# 2. an invalid parameter
 	if [ "$client" = ref ]; then
 		insmod_refused "abi=bogus7" $REL_MOD $(client_params) abi=bogus7
 	else
 		insmod_refused "peerdirect_support=7" $REL_MOD peerdirect_support=7
 	fi
-	since_mark | grep "$REL_MOD" | grep -q 7 || fail "the refusal does not name the bad value" $(figures)
+	since_mark | grep -q -F -- "$bad" ||
+		fail "the refusal does not name the bad value (wanted '$bad')" $(figures)
 	[ "$client" = ref ] && rel_pass # the rest is about our module's parameters
 	# 3. a core that cannot take the extended ABI
 	stack_down
@@ -154,8 +165,15 @@ name_conflict() {
 	load $other name=nv_mem
 	# shellcheck disable=SC2046
 	insmod_refused "nv_mem taken by another client" $REL_MOD $(client_params)
-	since_mark | grep "$REL_MOD:" | grep -q -E "nv_peer_mem|nvidia_peermem|unload" ||
-		fail "the refusal does not say what to unload" $(figures)
+	# The exact advice (our own name, nvidia_peermem_rs, contains
+	# "nvidia_peermem": a looser pattern matches any line of ours).
+	if [ "$client" = ref ]; then
+		advice="$REL_MOD: the PeerDirect core refused client nv_mem: another peer memory client named nv_mem may be loaded (nv_peer_mem or nvidia_peermem): unload it first"
+	else
+		advice="$REL_MOD: the PeerDirect core refused client \"nv_mem\": another peer-memory client named \"nv_mem\" may be loaded; unload it first (rmmod nvidia_peermem nv_peer_mem)"
+	fi
+	since_mark | grep -q -F -- "$advice" ||
+		fail "the refusal does not say what to unload (wanted '$advice')" $(figures)
 	[ "$client" = ref ] && { unload $other; rel_pass; }
 	log "message: $(since_mark | grep "$REL_MOD" | head -n 2 | tr '\n' ' ')"
 	# the other client is not disturbed
