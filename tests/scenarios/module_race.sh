@@ -4,7 +4,12 @@
 # each window in turn: the free callback before/after it runs, the core's
 # invalidate before the mapping lock, the deregistration under it. Every
 # round must finish (no deadlock, no hung task), leave nothing pinned or
-# mapped, and the verdict sees no KASAN/lockdep report.
+# mapped, and the verdict sees no KASAN/lockdep report. Every round must
+# also have raced: the core's win_free_dereg counter moves only when the
+# cudaFree and the deregistration were in flight together. A round that
+# did not is run again with the window forced open (a 300 ms delay, the
+# second operation started once the first sleeps in it); three misses in a
+# row fail the scenario.
 #   module_race generation=G peerdirect_support=N [rounds=N] [rm_lockdep=1]
 # rm_lockdep=1: the provider's driver lock is visible to lockdep (module-
 # lockinv, where the report is expected; see lib.sh PSIM_RM_LOCKDEP).
@@ -37,7 +42,58 @@ sim gpu-free "$va"
 sim mr-dereg "$mr"
 no_leaks "the sequential pair"
 points="free_cb_before free_cb_after core_invalidate core_dereg_locked"
+
+# ctr NAME: one of the fixtures' counters.
+ctr() {
+	simtest counters "$1"
+}
+
+# race_round: one cudaFree against one deregistration at $point; with
+# forced=1 the operation that sleeps at $point starts first and the other
+# once it sleeps there. Sets raced=1 if the two were in flight together.
+race_round() {
+	sim gpu-alloc 256K
+	va=$(kv va "$out")
+	sim mr-reg $((va + 512)) 150000
+	mr=$(kv mr "$out")
+	w0=$(ctr win_free_dereg)
+	d0=$(ctr delays_taken)
+	sim delay "$point" $ms 1
+	if [ $forced = 1 ] && [ "$point" = core_dereg_locked ]; then
+		simtest mr-dereg "$mr" >/tmp/race.dereg 2>&1 &
+		dereg_pid=$!
+		await_entered
+		simtest gpu-free "$va" >/tmp/race.free 2>&1 || fail "round $i ($point): gpu-free failed: $(cat /tmp/race.free)"
+		wait $dereg_pid || fail "round $i ($point): dereg failed: $(cat /tmp/race.dereg)"
+	else
+		simtest gpu-free "$va" >/tmp/race.free 2>&1 &
+		free_pid=$!
+		if [ $forced = 1 ]; then
+			await_entered
+		elif [ $((i % 2)) = 0 ]; then
+			usleep $((ms * 700))
+		fi
+		simtest mr-dereg "$mr" >/tmp/race.dereg 2>&1 || fail "round $i ($point): dereg failed: $(cat /tmp/race.dereg)"
+		wait $free_pid || fail "round $i ($point): gpu-free failed: $(cat /tmp/race.free)"
+	fi
+	sim delay clear
+	no_leaks "round $i ($point ${ms}ms)"
+	raced=0
+	[ "$(ctr win_free_dereg)" = "$w0" ] || raced=1
+}
+
+# await_entered: until the delay armed since delays_taken read $d0 is taken.
+await_entered() {
+	_n=0
+	while [ "$(ctr delays_taken)" = "$d0" ]; do
+		_n=$((_n + 1))
+		[ $_n -le 100 ] || fail "round $i: $point was never reached"
+		usleep 20000
+	done
+}
+
 i=0
+forced_rounds=0
 invalidated=0
 while [ $i -lt "$rounds" ]; do
 	n=0
@@ -46,22 +102,23 @@ while [ $i -lt "$rounds" ]; do
 		[ $((i % 4 + 1)) = $n ] && point=$p
 	done
 	ms=$((i / 4 % 3 * 3 + 1))
-	sim gpu-alloc 256K
-	va=$(kv va "$out")
-	sim mr-reg $((va + 512)) 150000
-	mr=$(kv mr "$out")
-	sim delay "$point" $ms 1
-	simtest gpu-free "$va" >/tmp/race.free 2>&1 &
-	free_pid=$!
-	[ $((i % 2)) = 0 ] && usleep $((ms * 700))
-	simtest mr-dereg "$mr" >/tmp/race.dereg 2>&1 || fail "round $i ($point): dereg failed: $(cat /tmp/race.dereg)"
-	wait $free_pid || fail "round $i ($point): gpu-free failed: $(cat /tmp/race.free)"
-	sim delay clear
-	no_leaks "round $i ($point ${ms}ms)"
+	forced=0
+	race_round
+	tries=1
+	while [ $raced = 0 ]; do
+		[ $tries -lt 3 ] ||
+			fail "round $i ($point): the cudaFree and the deregistration were never in flight together ($tries tries): nothing was raced"
+		log "round $i ($point ${ms}ms): no overlap, again with the window forced open"
+		forced=1
+		ms=300
+		forced_rounds=$((forced_rounds + 1))
+		race_round
+		tries=$((tries + 1))
+	done
 	i=$((i + 1))
 done
 invalidated=$(pm_stat invalidations)
 core_inv=$(pm_stat core_invalidations)
 skipped=$(pm_stat skipped_after_invalidation)
 finish_clean
-pass rounds="$rounds" invalidations="$invalidated" core_invalidations="$core_inv" skipped_unmaps="$skipped"
+pass rounds="$rounds" forced_rounds="$forced_rounds" invalidations="$invalidated" core_invalidations="$core_inv" skipped_unmaps="$skipped"
