@@ -8,9 +8,9 @@
 # also have raced: the core's win_free_dereg counter moves only when the
 # cudaFree and the deregistration were in flight together. A round that
 # did not (most of them: the two simtest processes seldom meet within a
-# few ms) is run again with the window forced open (a 600 ms delay, the
-# second operation started once the first sleeps in it); three misses in a
-# row fail the scenario.
+# few ms) is run again with the window forced open (a 600 ms delay, then
+# 1200 ms, the second operation started once the first sleeps in it); three
+# misses in a row fail the scenario.
 #   module_race generation=G peerdirect_support=N [rounds=N] [rm_lockdep=1]
 # rm_lockdep=1: the provider's driver lock is visible to lockdep (module-
 # lockinv, where the report is expected; see lib.sh PSIM_RM_LOCKDEP).
@@ -110,8 +110,8 @@ while [ $i -lt "$rounds" ]; do
 		[ $tries -lt 3 ] ||
 			fail "round $i ($point): the cudaFree and the deregistration were never in flight together ($tries tries): nothing was raced"
 		log "round $i ($point ${ms}ms): no overlap, again with the window forced open"
+		ms=$((600 << forced))
 		forced=1
-		ms=600
 		forced_rounds=$((forced_rounds + 1))
 		race_round
 		tries=$((tries + 1))

@@ -270,7 +270,7 @@ double_unmap() {
 		# (the real core does after a completed invalidation no more).
 		w0=$(ctr win_dereg_unlocked)
 		d0=$(ctr delays_taken)
-		st delay core_dereg_unlocked 600 1 >/dev/null || fail "delay" $(figures)
+		st delay core_dereg_unlocked $((600 << missed)) 1 >/dev/null || fail "delay" $(figures)
 		simtest mr-dereg "$mr" >/tmp/dereg.out 2>&1 &
 		dp=$!
 		await_delay "$d0" || fail "the deregistration never reached core_dereg_unlocked" $(figures)
@@ -280,8 +280,9 @@ double_unmap() {
 		REL_OPS=$((REL_OPS + 5))
 		[ "$(splats_so_far)" = 0 ] || break
 		# A round whose cudaFree came after the window tested nothing:
-		# once more, and after three such rounds in a row the scenario
-		# fails (it would pass without ever racing the window).
+		# once more with the window twice as long, and after three such
+		# rounds in a row the scenario fails (it would pass without ever
+		# racing the window).
 		if [ "$(ctr win_dereg_unlocked)" = "$w0" ]; then
 			missed=$((missed + 1))
 			log "round $i: the cudaFree missed the dereg window ($missed in a row)"

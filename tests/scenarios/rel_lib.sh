@@ -428,16 +428,19 @@ phase_race() {
 }
 
 # phase_race_reached PHASE: phase_race, once more while the cudaFree missed
-# the window (TCG's timing), three tries in all; a phase never raced fails
-# the scenario (it would have tested nothing). Sets PHASE_RESULT (ok or
-# hang) and PHASE_TRIES.
+# the window (TCG's timing on a loaded host), the delay twice as long each
+# time, three tries in all; a phase never raced fails the scenario (it would
+# have tested nothing). Sets PHASE_RESULT (ok or hang) and PHASE_TRIES.
 phase_race_reached() {
 	PHASE_TRIES=1
+	_ms0=$PHASE_MS
 	phase_race "$1"
 	while [ "$PHASE_RESULT" = missed ] && [ $PHASE_TRIES -lt 3 ]; do
 		PHASE_TRIES=$((PHASE_TRIES + 1))
+		PHASE_MS=$((PHASE_MS * 2))
 		phase_race "$1"
 	done
+	PHASE_MS=$_ms0
 	[ "$PHASE_RESULT" != missed ] ||
 		fail "phase $1: the cudaFree missed the window win_$_win in all $PHASE_TRIES tries: the phase was never raced" $(figures)
 }
