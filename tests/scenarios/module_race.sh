@@ -9,8 +9,8 @@
 # cudaFree and the deregistration were in flight together. A round that
 # did not (most of them: the two simtest processes seldom meet within a
 # few ms) is run again with the window forced open (a 600 ms delay, then
-# 1200 ms, the second operation started once the first sleeps in it); three
-# misses in a row fail the scenario.
+# 1200 and 2400 ms, the second operation started once the first sleeps in
+# it); four misses in a row fail the scenario.
 #   module_race generation=G peerdirect_support=N [rounds=N] [rm_lockdep=1]
 # rm_lockdep=1: the provider's driver lock is visible to lockdep (module-
 # lockinv, where the report is expected; see lib.sh PSIM_RM_LOCKDEP).
@@ -107,10 +107,10 @@ while [ $i -lt "$rounds" ]; do
 	race_round
 	tries=1
 	while [ $raced = 0 ]; do
-		[ $tries -lt 3 ] ||
+		[ $tries -lt 4 ] ||
 			fail "round $i ($point): the cudaFree and the deregistration were never in flight together ($tries tries): nothing was raced"
 		log "round $i ($point ${ms}ms): no overlap, again with the window forced open"
-		ms=$((600 << forced))
+		ms=$((600 << (tries - 1)))
 		forced=1
 		forced_rounds=$((forced_rounds + 1))
 		race_round

@@ -280,13 +280,13 @@ double_unmap() {
 		REL_OPS=$((REL_OPS + 5))
 		[ "$(splats_so_far)" = 0 ] || break
 		# A round whose cudaFree came after the window tested nothing:
-		# once more with the window twice as long, and after three such
+		# once more with the window twice as long, and after four such
 		# rounds in a row the scenario fails (it would pass without ever
 		# racing the window).
 		if [ "$(ctr win_dereg_unlocked)" = "$w0" ]; then
 			missed=$((missed + 1))
 			log "round $i: the cudaFree missed the dereg window ($missed in a row)"
-			[ $missed -lt 3 ] ||
+			[ $missed -lt 4 ] ||
 				fail "the cudaFree missed the deregistration's unlocked window $missed times in a row: double_unmap was never raced" $(figures)
 			continue
 		fi

@@ -326,7 +326,7 @@ PHASE_MS=${PHASE_MS:-500}
 # (leaving them) if one is still running then.
 _bg_wait() {
 	_t=0
-	while [ $_t -lt $((REL_HANG_S * 10)) ]; do
+	while [ $_t -lt $((${_hang_s:-$REL_HANG_S} * 10)) ]; do
 		_alive=0
 		for _p in "$@"; do
 			kill -0 "$_p" 2>/dev/null && _alive=1
@@ -393,10 +393,12 @@ phase_race() {
 	[ -z "$_point" ] || usleep $(((PHASE_MS * (_count - 1) + PHASE_MS / 2) * 1000))
 	simtest gpu-free "$_va" >/tmp/phase.free 2>&1 &
 	_fr=$!
+	# the bounded wait, plus the delay itself (longer on a retry)
+	_hang_s=$((REL_HANG_S + PHASE_MS * _count / 1000))
 	if ! _bg_wait $_op $_fr; then
 		PHASE_RESULT=hang
 		PHASE_STUCK=$(_stuck_tasks)
-		log "phase $_ph: HANG after ${REL_HANG_S}s: $PHASE_STUCK"
+		log "phase $_ph: HANG after ${_hang_s}s: $PHASE_STUCK"
 		return 0
 	fi
 	wait $_op
@@ -429,13 +431,13 @@ phase_race() {
 
 # phase_race_reached PHASE: phase_race, once more while the cudaFree missed
 # the window (TCG's timing on a loaded host), the delay twice as long each
-# time, three tries in all; a phase never raced fails the scenario (it would
+# time, four tries in all; a phase never raced fails the scenario (it would
 # have tested nothing). Sets PHASE_RESULT (ok or hang) and PHASE_TRIES.
 phase_race_reached() {
 	PHASE_TRIES=1
 	_ms0=$PHASE_MS
 	phase_race "$1"
-	while [ "$PHASE_RESULT" = missed ] && [ $PHASE_TRIES -lt 3 ]; do
+	while [ "$PHASE_RESULT" = missed ] && [ $PHASE_TRIES -lt 4 ]; do
 		PHASE_TRIES=$((PHASE_TRIES + 1))
 		PHASE_MS=$((PHASE_MS * 2))
 		phase_race "$1"

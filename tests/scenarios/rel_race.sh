@@ -95,14 +95,14 @@ finish_round() {
 
 # missed_round WINDOW: a round whose window counter did not move tested
 # nothing: it is run again, its delay twice as long (a loaded host can be
-# slower to start the other side than the window lasts); three such rounds
+# slower to start the other side than the window lasts); four such rounds
 # in a row fail the scenario.
 missed=0
 missed_round() {
 	missed=$((missed + 1))
 	retried=$((retried + 1))
 	log "round $i: the window $1 was not reached ($missed in a row)"
-	[ $missed -lt 3 ] ||
+	[ $missed -lt 4 ] ||
 		fail "the window $1 was not reached in $missed tries in a row: the race was never run" $(figures)
 }
 retried=0
