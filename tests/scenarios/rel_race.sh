@@ -118,17 +118,14 @@ release_in_invalidation() {
 			v=dereg_locked
 			[ $((i % 2)) = 0 ] && v=invalidate
 		fi
-		# The round's window: the deregistration began while the cudaFree
-		# was in flight (invalidate), the cudaFree began while the
-		# deregistration was between stop and release (dereg_locked;
-		# whether release then runs inside the invalidation is the
-		# client's and the core's business), release ran while the
-		# invalidation was between unlock and return (invalidate_unlocked).
-		case "$v" in
-		dereg_locked) win=win_free_in_dereg ;;
-		invalidate_unlocked) win=win_invalidate_unlocked ;;
-		*) win=win_free_dereg ;;
-		esac
+		# The round's window: the whole deregistration ran while the
+		# cudaFree was held in the core (invalidate, invalidate_unlocked:
+		# the cudaFree had not returned when the deregistration did), or
+		# the cudaFree began while the deregistration was between stop and
+		# release (dereg_locked, win_free_in_dereg; whether release then
+		# runs inside the invalidation is the client's and the core's
+		# business).
+		win=win_free_in_dereg
 		w0=$(ctr "$win")
 		if [ "$v" = invalidate ] || [ "$v" = invalidate_unlocked ]; then
 			# cudaFree first: its invalidation sleeps before taking the
@@ -143,8 +140,9 @@ release_in_invalidation() {
 			bg_run free st gpu-free "$va"
 			await_delay "$d0" || fail "cudaFree never reached the $point window" $(figures)
 			st mr-dereg "$mr" >/dev/null || fail "dereg during the invalidation failed" $(figures)
+			# no rc= line yet: the cudaFree is still running
 			ovl=0
-			kill -0 "$pid_free" 2>/dev/null && ovl=1
+			[ -n "$(bg_rc free)" ] || ovl=1
 			wait "$pid_free"
 			[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
 		else
@@ -168,8 +166,16 @@ release_in_invalidation() {
 		# a client that has the bug stops at the first report
 		[ "$(splats_so_far)" = 0 ] || break
 		_lc=$(st leak-check) || fail "round $i left something behind: $_lc" $(figures)
-		if [ "$(ctr "$win")" = "$w0" ]; then
-			missed_round "$win ($v)"
+		if [ "$v" = dereg_locked ]; then
+			reached=0
+			[ "$(ctr "$win")" = "$w0" ] || reached=1
+			what=$win
+		else
+			reached=$ovl
+			what="the cudaFree still running when the deregistration returned"
+		fi
+		if [ "$reached" = 0 ]; then
+			missed_round "$what ($v)"
 			continue
 		fi
 		missed=0
