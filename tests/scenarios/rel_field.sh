@@ -133,7 +133,8 @@ lock_inversion() {
 	REL_IDLE_REF=$(refcnt)
 	REL_HANG_S=8
 	for _ph in ${1:-dereg dma_map}; do
-		phase_race_reached "$_ph"
+		phase_race "$_ph"
+		[ "$PHASE_RESULT" = missed ] && phase_race "$_ph"
 		[ "$PHASE_RESULT" = hang ] && deadlock_shown "$_ph"
 	done
 	if [ "$bug" = reg_deadlock ]; then
