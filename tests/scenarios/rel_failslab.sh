@@ -111,6 +111,10 @@ nth_loop() {
 		after_run "$_rc" "$_out" "$_hit"
 		if [ "$_hit" = 0 ]; then
 			[ "$_rc" = 0 ] || fail "$_name: failed with no allocation failed (N=$_n): $_out" $(figures)
+			# A step in which no allocation ever failed tested nothing
+			# (failslab off, or a filter that matches none of ours).
+			[ $_n -gt 1 ] ||
+				fail "$_name: no allocation failure was injected (failslab injected nothing at N=1)" $(figures)
 			log "$_name: $((_n - 1)) allocation(s) failed one by one, all clean"
 			break
 		fi

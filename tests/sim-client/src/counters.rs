@@ -4,7 +4,7 @@
 use crate::uapi::{PsimCounters, PsimLeakCheck, PsimPhaseTimes, PSIM_PHASE_NAMES};
 
 /// Every counter of `struct psim_counters` (reserved words excluded), by name.
-pub fn counter_fields(c: &PsimCounters) -> [(&'static str, u64); 29] {
+pub fn counter_fields(c: &PsimCounters) -> [(&'static str, u64); 31] {
     [
         ("gpu_allocs_live", c.gpu_allocs_live),
         ("gpu_bytes_live", c.gpu_bytes_live),
@@ -35,6 +35,8 @@ pub fn counter_fields(c: &PsimCounters) -> [(&'static str, u64); 29] {
         ("win_free_before_activate", c.win_free_before_activate),
         ("win_free_live", c.win_free_live),
         ("win_free_in_dereg", c.win_free_in_dereg),
+        ("win_free_reg", c.win_free_reg),
+        ("win_free_dereg", c.win_free_dereg),
     ]
 }
 

@@ -149,7 +149,10 @@ pub struct PsimCounters {
     pub win_free_before_activate: u64,
     pub win_free_live: u64,
     pub win_free_in_dereg: u64,
-    pub reserved: [u64; 3],
+    // two operations in flight at the same time (counted by the second)
+    pub win_free_reg: u64,
+    pub win_free_dereg: u64,
+    pub reserved: u64,
 }
 
 /// `struct psim_leak_check`: what is left (all zero = no leak).
@@ -298,7 +301,8 @@ const _: () = assert!(size_of::<PsimCounters>() == 256);
 const _: () = assert!(offset_of!(PsimCounters, clients_registered) == 64);
 const _: () = assert!(offset_of!(PsimCounters, faults_injected) == 136);
 const _: () = assert!(offset_of!(PsimCounters, win_free_in_get_pages) == 184);
-const _: () = assert!(offset_of!(PsimCounters, reserved) == 232);
+const _: () = assert!(offset_of!(PsimCounters, win_free_reg) == 232);
+const _: () = assert!(offset_of!(PsimCounters, reserved) == 248);
 const _: () = assert!(size_of::<PsimLeakCheck>() == 40);
 const _: () = assert!(size_of::<PsimProviderConfig>() == 24);
 const _: () = assert!(offset_of!(PsimProviderConfig, persistent_supported) == 16);

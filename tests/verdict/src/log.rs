@@ -46,6 +46,21 @@ pub struct Splat {
     /// The scenario that was running (between its `PEERMEM-SCENARIO-BEGIN`
     /// and `-END` lines), if any.
     pub scenario: Option<String>,
+    /// A lockdep cycle's lock classes, from the `-> #N (CLASS){...}` lines
+    /// of its dependency chain; empty for any other splat.
+    pub classes: Vec<String>,
+}
+
+/// The lock class of a lockdep dependency-chain line (`-> #1 (&x->lock){+.+.}-{4:4}:`).
+fn chain_class(line: &str) -> Option<String> {
+    let rest = line.trim_start().strip_prefix("-> #")?;
+    let (n, rest) = rest.split_once(' ')?;
+    n.parse::<u32>().ok()?;
+    let rest = rest.strip_prefix('(')?;
+    // The name may hold parentheses ("(work_completion)(&x->w)"): it ends
+    // at the last ")" before the "{" of the usage bits.
+    let end = rest.rfind("){").or_else(|| rest.rfind(')'))?;
+    Some(rest[..end].to_string())
 }
 
 /// How a test ended: a KUnit case (`ok`, `not ok`, `ok ... # SKIP`) or a
@@ -203,15 +218,27 @@ pub fn analyse(text: &str) -> LogFacts {
     let mut facts = LogFacts::default();
     let mut in_kunit: Option<(String, KtapBlock)> = None;
     let mut in_scenario: Option<String> = None;
+    // The lockdep cycle report whose chain lines are being read.
+    let mut in_cycle: Option<usize> = None;
     for (idx, raw) in text.lines().enumerate() {
         let line = clean_line(raw);
         if let Some(kind) = splat_kind(line) {
+            in_cycle = line
+                .contains("possible circular locking dependency")
+                .then_some(facts.splats.len());
             facts.splats.push(Splat {
                 line_no: idx + 1,
                 kind,
                 text: line.to_string(),
                 scenario: in_scenario.clone(),
+                classes: Vec::new(),
             });
+        } else if let Some(i) = in_cycle {
+            if line.contains("other info that might help us debug this") {
+                in_cycle = None;
+            } else if let Some(class) = chain_class(line) {
+                facts.splats[i].classes.push(class);
+            }
         }
         if let Some(rest) = line.strip_prefix("PEERMEM-SCENARIO-BEGIN ") {
             in_scenario = Some(rest.trim().to_string());
@@ -357,6 +384,37 @@ SCENARIO-RESULT quoted pass note=WARNING:
             ]
         );
         assert_eq!(facts.scenarios["quoted"].outcome, Outcome::Pass);
+    }
+
+    #[test]
+    fn reads_a_lockdep_cycle_s_classes() {
+        let log = "\
+[   10.1] ======================================================
+[   10.1] WARNING: possible circular locking dependency detected
+[   10.1] 6.12.0 #1 Not tainted
+[   10.1] simtest/99 is trying to acquire lock:
+[   10.1] ffff8880 (&mr->mapping_lock){+.+.}-{4:4}, at: pd_invalidate+0x1/0x2
+[   10.1] the existing dependency chain (in reverse order) is:
+[   10.1] -> #1 (&psim.driver_lock){+.+.}-{4:4}:
+[   10.1]        lock_acquire+0x1/0x2
+[   10.2] -> #0 (&mr->mapping_lock){+.+.}-{4:4}:
+[   10.2] other info that might help us debug this:
+[   10.2] -> #5 (not_a_chain_line){+.+.}-{4:4}:
+[   11.0] WARNING: CPU: 0 PID: 1 at x.c:1 f
+[   11.1] -> #0 ((work_completion)(&w->work)){+.+.}-{0:0}:
+";
+        let facts = analyse(log);
+        assert_eq!(facts.splats.len(), 2);
+        assert_eq!(
+            facts.splats[0].classes,
+            vec!["&psim.driver_lock", "&mr->mapping_lock"]
+        );
+        assert!(facts.splats[1].classes.is_empty());
+        assert_eq!(
+            chain_class("-> #0 ((work_completion)(&w->work)){+.+.}-{0:0}:").as_deref(),
+            Some("(work_completion)(&w->work)")
+        );
+        assert_eq!(chain_class("-> #x (a){"), None);
     }
 
     #[test]

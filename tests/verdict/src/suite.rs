@@ -11,6 +11,28 @@ pub struct ExpectedSplat {
     pub kind: String,
     /// Substring that identifies the splat's headline in the log.
     pub pattern: String,
+    /// For a lockdep cycle (`classes=A,B` on the line): the lock classes
+    /// its dependency chain must consist of, no more and no fewer (a cycle
+    /// through other classes is a new bug, not the expected report). Empty:
+    /// any report with the headline.
+    pub classes: Vec<String>,
+}
+
+impl ExpectedSplat {
+    /// Whether a splat whose report named `classes` is this one (the
+    /// headline already matched).
+    pub fn accepts(&self, classes: &[String]) -> bool {
+        if self.classes.is_empty() {
+            return true;
+        }
+        let mut want: Vec<&str> = self.classes.iter().map(String::as_str).collect();
+        let mut got: Vec<&str> = classes.iter().map(String::as_str).collect();
+        want.sort_unstable();
+        want.dedup();
+        got.sort_unstable();
+        got.dedup();
+        want == got
+    }
 }
 
 /// One parsed suite file.
@@ -150,10 +172,34 @@ impl Suite {
                     suite.kunit.push((module.to_string(), name.to_string()))
                 }
                 ("scenario", [name, rest @ ..]) => suite.scenarios.push(scenario_id(name, rest)),
-                ("expect_splat", [kind, pattern]) => suite.expected_splats.push(ExpectedSplat {
-                    kind: kind.to_string(),
-                    pattern: pattern.to_string(),
-                }),
+                ("expect_splat", [kind, pattern, rest @ ..]) => {
+                    let classes = match rest {
+                        [] => Vec::new(),
+                        [c] if c.starts_with("classes=") => {
+                            let list: Vec<String> = c["classes=".len()..]
+                                .split(',')
+                                .map(str::trim)
+                                .filter(|c| !c.is_empty())
+                                .map(String::from)
+                                .collect();
+                            if list.is_empty() {
+                                return Err(err("expect_splat: classes= names no class".into()));
+                            }
+                            list
+                        }
+                        _ => {
+                            return Err(err(format!(
+                                "expect_splat: '{}' is not classes=A,B",
+                                rest.join(" ")
+                            )))
+                        }
+                    };
+                    suite.expected_splats.push(ExpectedSplat {
+                        kind: kind.to_string(),
+                        pattern: pattern.to_string(),
+                        classes,
+                    })
+                }
                 ("caught", [pattern]) => {
                     let Some(scenario) = suite.scenarios.last().cloned() else {
                         return Err(err("caught: no scenario line before it".into()));
@@ -199,6 +245,26 @@ mod tests {
         assert_eq!(s.kunit, vec![("a.ko".into(), "suite_a".into())]);
         assert_eq!(s.scenarios, vec!["one", "two[k=v,z=1]"]);
         assert_eq!(s.expected_splats[0].pattern, "possible circular locking");
+        assert!(s.expected_splats[0].classes.is_empty());
+    }
+
+    #[test]
+    fn expect_splat_with_lock_classes() {
+        let s = Suite::parse(
+            "x",
+            "scenario a\nexpect_splat lockdep \"circular\" classes=&mr->lock,&psim.driver_lock\n",
+        )
+        .unwrap();
+        let e = &s.expected_splats[0];
+        assert_eq!(e.classes, vec!["&mr->lock", "&psim.driver_lock"]);
+        let v = |l: &[&str]| l.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+        assert!(e.accepts(&v(&["&psim.driver_lock", "&mr->lock"])));
+        assert!(e.accepts(&v(&["&psim.driver_lock", "&mr->lock", "&mr->lock"])));
+        assert!(!e.accepts(&v(&["&mr->lock"])));
+        assert!(!e.accepts(&v(&["&mr->lock", "&psim.driver_lock", "other"])));
+        assert!(!e.accepts(&[]));
+        assert!(Suite::parse("x", "scenario a\nexpect_splat l \"c\" classes=\n").is_err());
+        assert!(Suite::parse("x", "scenario a\nexpect_splat l \"c\" bogus=1\n").is_err());
     }
 
     #[test]

@@ -137,7 +137,17 @@ fn kunit_complete(r: Option<&KunitReport>) -> Option<String> {
 }
 
 fn splat_evidence(s: &Splat) -> String {
-    format!("log line {}: [{}] {}", s.line_no, s.kind, s.text)
+    if s.classes.is_empty() {
+        format!("log line {}: [{}] {}", s.line_no, s.kind, s.text)
+    } else {
+        format!(
+            "log line {}: [{}] {} (lock classes: {})",
+            s.line_no,
+            s.kind,
+            s.text,
+            s.classes.join(", ")
+        )
+    }
 }
 
 /// Turns the result of a scenario run against a planted defect into its
@@ -270,7 +280,7 @@ pub fn judge(suite: &Suite, facts: &LogFacts, timed_out: bool) -> SuiteVerdict {
         match suite
             .expected_splats
             .iter()
-            .position(|e| s.text.contains(&e.pattern))
+            .position(|e| s.text.contains(&e.pattern) && e.accepts(&s.classes))
         {
             Some(i) => seen[i] = true,
             None => unexpected.push(s),
@@ -516,5 +526,34 @@ mod tests {
         assert_eq!(counts(&judge(&s, &analyse(&with), false)), (4, 0, 0));
         let extra = format!("{with}BUG: KASAN: use-after-free in x\n");
         assert_eq!(judge(&s, &analyse(&extra), false).counts().failed, 1);
+    }
+
+    #[test]
+    fn expected_lockdep_cycle_must_be_the_documented_one() {
+        let s = suite(
+            "scenario sc\nexpect_splat lockdep \"circular locking\" \
+             classes=&mr->mapping_lock,&psim.driver_lock\n",
+        );
+        let report = |a: &str, b: &str| {
+            format!(
+                "WARNING: possible circular locking dependency detected\n\
+                 -> #1 ({a}){{+.+.}}-{{4:4}}:\n-> #0 ({b}){{+.+.}}-{{4:4}}:\n\
+                 other info that might help us debug this:\n\
+                 SCENARIO-RESULT sc pass\nPEERMEM-SUITE-DONE s\n"
+            )
+        };
+        let good = report("&psim.driver_lock", "&mr->mapping_lock");
+        assert_eq!(judge(&s, &analyse(&good), false).counts(), (3, 0));
+        // another cycle: unexpected, and the documented one did not happen
+        let other = report("&psim.driver_lock", "&pd.reg_mutex");
+        let v = judge(&s, &analyse(&other), false);
+        assert_eq!(v.counts().1, 1);
+        let t = v.tests.last().unwrap();
+        assert!(t.reason.contains("unexpected"), "{t:?}");
+        assert!(t.evidence[0].contains("&pd.reg_mutex"), "{t:?}");
+        // a report whose chain could not be read is not the documented one
+        let bare = "WARNING: possible circular locking dependency detected\n\
+                    SCENARIO-RESULT sc pass\nPEERMEM-SUITE-DONE s\n";
+        assert_eq!(judge(&s, &analyse(bare), false).counts().1, 1);
     }
 }

@@ -3,9 +3,18 @@
 //! threads, many times: `race free dereg` is cudaFree against ibv_dereg_mr,
 //! `race free reg` a cudaFree during registration (get_pages, dma_map; use
 //! `simtest delay` to widen the window), `race free dma` DMA during
-//! invalidation. Errors of the racing operations are expected and counted;
-//! the cleanup after each round (dereg what is left, free what is left) must
-//! succeed and the leak check at the end must be clean.
+//! invalidation. A round counts as a race only if the two operations were
+//! really in flight together: for cudaFree against a registration or a
+//! deregistration the core's overlap counters say so (`win_free_reg`,
+//! `win_free_dereg`: the operation that began second saw the other one
+//! running); for the other pairs, the two calls' time spans intersected.
+//! A run with no such round fails (it raced nothing), and so does an error
+//! of a racing operation that losing the race cannot explain (cudaFree and
+//! deregistration never fail; a registration racing cudaFree may be
+//! refused with EFAULT or EINVAL; DMA or a query racing the MR's end may
+//! get EIO or ENOENT). The cleanup after each round (dereg what is left,
+//! free what is left) must succeed and the leak check at the end must be
+//! clean.
 
 use std::collections::BTreeMap;
 use std::sync::{Barrier, Mutex};
@@ -14,6 +23,7 @@ use std::time::{Duration, Instant};
 use peermem_sim::counters::leftovers;
 use peermem_sim::parse;
 use peermem_sim::pattern::Pattern;
+use peermem_sim::uapi::PsimCounters;
 use peermem_sim::{Engine, SimDevice, SimError};
 
 use crate::args::{Args, Usage};
@@ -44,6 +54,23 @@ impl Op {
                 ))
             }
         })
+    }
+
+    /// The errors `self` may return when it loses the race with `other`.
+    fn expected_errors(self, other: Op) -> &'static [&'static str] {
+        match (self, other) {
+            // the memory went before the registration pinned it
+            (Op::Reg, Op::Free) => &["EFAULT", "EINVAL"],
+            // the HCA's remote access error on an invalidated MR, or an
+            // MR already deregistered
+            (Op::Dma, Op::Free) => &["EIO"],
+            (Op::Dma, Op::Dereg) => &["EIO", "ENOENT"],
+            (Op::Query, Op::Dereg) => &["ENOENT"],
+            // the same operation twice on one allocation or MR
+            (Op::Free, Op::Free) => &["EINVAL"],
+            (Op::Dereg, Op::Dereg) => &["ENOENT"],
+            _ => &[],
+        }
     }
 
     fn name(self) -> &'static str {
@@ -117,13 +144,25 @@ fn do_op(dev: &SimDevice, op: Op, r: &Round) -> Result<(), SimError> {
 struct Tally {
     ok: u64,
     errors: BTreeMap<String, u64>,
+    /// Errors that losing the race does not explain.
+    unexpected: Vec<String>,
 }
 
 impl Tally {
-    fn add(&mut self, r: &Result<(), SimError>) {
+    fn add(&mut self, r: &Result<(), SimError>, op: Op, other: Op, round: u64) {
         match r {
             Ok(()) => self.ok += 1,
-            Err(e) => *self.errors.entry(e.errno_name()).or_default() += 1,
+            Err(e) => {
+                let name = e.errno_name();
+                if !op.expected_errors(other).contains(&name.as_str()) {
+                    self.unexpected.push(format!(
+                        "round {round}: {} racing {}: {e}",
+                        op.name(),
+                        other.name()
+                    ));
+                }
+                *self.errors.entry(name).or_default() += 1;
+            }
         }
     }
 
@@ -158,6 +197,18 @@ pub fn run(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     let (mut ta, mut tb) = (Tally::default(), Tally::default());
     let mut cleanup_errors: Vec<String> = Vec::new();
     let mut invalidated_seen = 0u64;
+    let mut overlapped = 0u64;
+    // The core's overlap counter of this pair, if it has one.
+    let pair = |a: Op, b: Op| (a == op_a && b == op_b) || (a == op_b && b == op_a);
+    let overlap_counter = |c: &PsimCounters| {
+        if pair(Op::Free, Op::Reg) {
+            Some(c.win_free_reg)
+        } else if pair(Op::Free, Op::Dereg) {
+            Some(c.win_free_dereg)
+        } else {
+            None
+        }
+    };
     let start = Instant::now();
     for i in 0..iters {
         let va = dev.gpu_alloc(size)?;
@@ -178,24 +229,29 @@ pub fn run(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
         }
         let (ja, jb) = (rng.below(jitter + 1), rng.below(jitter + 1));
         let barrier = Barrier::new(2);
+        let before = overlap_counter(&dev.counters()?);
+        let timed = |op: Op, j: u64| {
+            barrier.wait();
+            spin(j);
+            let t0 = Instant::now();
+            let r = do_op(dev, op, &round);
+            (r, t0, Instant::now())
+        };
         let (ra, rb) = std::thread::scope(|s| {
-            let ha = s.spawn(|| {
-                barrier.wait();
-                spin(ja);
-                do_op(dev, op_a, &round)
-            });
-            let hb = s.spawn(|| {
-                barrier.wait();
-                spin(jb);
-                do_op(dev, op_b, &round)
-            });
+            let ha = s.spawn(|| timed(op_a, ja));
+            let hb = s.spawn(|| timed(op_b, jb));
             (ha.join(), hb.join())
         });
-        let (Ok(ra), Ok(rb)) = (ra, rb) else {
+        let (Ok((ra, a0, a1)), Ok((rb, b0, b1))) = (ra, rb) else {
             return Ok(Outcome::CheckFailed("a racing thread panicked".into()));
         };
-        ta.add(&ra);
-        tb.add(&rb);
+        let raced = match (before, overlap_counter(&dev.counters()?)) {
+            (Some(n0), Some(n1)) => n1 != n0,
+            _ => a0 < b1 && b0 < a1,
+        };
+        overlapped += u64::from(raced);
+        ta.add(&ra, op_a, op_b, i);
+        tb.add(&rb, op_b, op_a, i);
         // Cleanup in the normal order: dereg what is left, then free.
         let left: Vec<u64> = lock(&round.mrs)
             .iter()
@@ -225,7 +281,23 @@ pub fn run(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     for e in cleanup_errors.iter().take(10) {
         eprintln!("race: cleanup failed: {e}");
     }
+    let unexpected: Vec<&String> = ta.unexpected.iter().chain(&tb.unexpected).collect();
+    for e in unexpected.iter().take(10) {
+        eprintln!("race: unexpected error: {e}");
+    }
     let mut problems = Vec::new();
+    if iters > 0 && overlapped == 0 {
+        problems.push(format!(
+            "no round of {iters} overlapped: the two operations never ran together"
+        ));
+    }
+    if !unexpected.is_empty() {
+        problems.push(format!(
+            "{} unexpected error(s) of the racing operations, first: {}",
+            unexpected.len(),
+            unexpected[0]
+        ));
+    }
     if !cleanup_errors.is_empty() {
         problems.push(format!("{} cleanup error(s)", cleanup_errors.len()));
     }
@@ -236,7 +308,7 @@ pub fn run(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     let result = if problems.is_empty() { "pass" } else { "fail" };
     let errs = |t: &Tally| t.errors.values().sum::<u64>();
     println!(
-        "result={result} a={} b={} iters={iters} races={iters} a_ok={} a_err={} b_ok={} b_err={} \
+        "result={result} a={} b={} iters={iters} races={overlapped} a_ok={} a_err={} b_ok={} b_err={} \
          invalidated_at_cleanup={invalidated_seen} cleanup_errors={} leaks={} seed={seed} elapsed_ms={}",
         op_a.name(),
         op_b.name(),
