@@ -12,6 +12,7 @@
 #   defects=BUG                 client=ref only: the reference client with
 #                               that field bug brought back on purpose
 #                               (field-teeth: the scenario must catch it)
+#   coalesce_sg=0|1             client=rs only: the module's coalesce_sg
 # Figures every rel_ scenario reports: ops faults races leaks splats.
 
 REL_MOD=nvidia_peermem_rs
@@ -119,7 +120,7 @@ client_params() {
 		[ "$pers" = 1 ] && _p=1
 		echo "name=nv_mem abi=$_abi persistent=$_p${rel_arg_defects:+ defects=$rel_arg_defects}"
 	else
-		echo "peerdirect_support=$pds persistent_api_support=$pers"
+		echo "peerdirect_support=$pds persistent_api_support=$pers${rel_arg_coalesce_sg:+ coalesce_sg=$rel_arg_coalesce_sg}"
 	fi
 }
 
