@@ -35,6 +35,15 @@ client=${rel_arg_client:-$client}
 # lock is made of semaphores lockdep does not see). The lock-order tests.
 PSIM_RM_LOCKDEP=${rel_arg_rm_lockdep:-${PSIM_RM_LOCKDEP:-0}}
 
+# What an earlier, failed scenario left registered with our module goes
+# first (as in module_lib.sh): unloading the control device deregisters its
+# MRs and frees its GPU memory, so the client's rmmod in stack_up does not
+# fail on them. Only then: an idle module (refcount 0) is left as it is.
+if [ -d /sys/module/peermem_sim ] && [ -r /sys/module/nvidia_peermem_rs/refcnt ] &&
+	[ "$(cat /sys/module/nvidia_peermem_rs/refcnt)" != 0 ]; then
+	rmmod peermem_sim 2>/dev/null
+fi
+
 # Figures, accumulated by the helpers below.
 REL_OPS=0
 REL_FAULTS=0
