@@ -554,8 +554,8 @@ fn config(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
             }
             _ => {
                 return Err(Usage(format!(
-                    "unknown key {k:?} (page_size pt_version map_version scale persistent contiguous)"
-                ))
+                "unknown key {k:?} (page_size pt_version map_version scale persistent contiguous)"
+            ))
                 .into())
             }
         }
