@@ -553,10 +553,8 @@ fn config(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
                 }
             }
             _ => {
-                return Err(Usage(format!(
-                "unknown key {k:?} (page_size pt_version map_version scale persistent contiguous)"
-            ))
-                .into())
+                let known = "page_size pt_version map_version scale persistent contiguous";
+                return Err(Usage(format!("unknown key {k:?} ({known})")).into());
             }
         }
     }
