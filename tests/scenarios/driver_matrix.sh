@@ -6,17 +6,25 @@
 # (this module or the C reference client) registering GPU memory both ways:
 # persistent (then DMA through the HCA, deregistration) and invalidating
 # (then DMA, cudaFree with the MR live: invalidated, deregistration).
-#   driver_matrix.sh client=module|refclient driver=r525|r535|r560|r580 generation=modern|mofed51|legacy
+#   driver_matrix.sh client=module|refclient driver=r525|r535|r560|r580 generation=modern|mofed51|legacy [pt_flags=0|1]
+# pt_flags=1 (issue 30): the provider marks each page table of the 40-byte
+# layout CPU-cacheable (flags=1, as 580.65.06+ on coherent platforms); the
+# module counts each in debugfs cpu_cacheable_page_tables and registers as
+# usual. Without it (and on the 32-byte layout) the count stays 0; and a
+# 40-byte page table stamped with version 0x00010002 has no flags word for
+# the module to read (it must not count the one the provider wrote).
 . /scenarios/lib.sh
 
 client=module
 driver=r580
 generation=modern
+pt_flags=0
 for _a in "$@"; do
 	case "$_a" in
 	client=module | client=refclient) client=${_a#*=} ;;
 	driver=r525 | driver=r535 | driver=r560 | driver=r580) driver=${_a#*=} ;;
 	generation=modern | generation=mofed51 | generation=legacy) generation=${_a#*=} ;;
+	pt_flags=0 | pt_flags=1) pt_flags=${_a#*=} ;;
 	*) fail "unknown scenario argument $_a" ;;
 	esac
 done
@@ -31,6 +39,10 @@ case "$driver" in
 r580) want_version=0x00020000 ;;
 *) want_version=0x00010002 ;;
 esac
+# Page tables the module must count as CPU-cacheable: the 40-byte layout
+# only, flags only where the provider writes them.
+want_cacheable=0
+[ "$driver" = r580 ] && [ "$pt_flags" = 1 ] && want_cacheable=1
 case "$driver" in
 r525) want_api=get_pages_without_callback ;;
 *) want_api=get_pages_persistent ;;
@@ -81,6 +93,7 @@ nothing_left() {
 }
 
 PSIM_DRIVER=$driver
+PSIM_PT_FLAGS=$pt_flags
 load_sim_stack generation="$generation"
 dmesg | grep -q "driver $driver: page table $want_version" ||
 	fail "the provider did not come up as $driver ($want_version)"
@@ -102,6 +115,9 @@ for pers in 1 0; do
 			fail "debugfs page_table_version $(pm_stat page_table_version), want $want_version"
 		[ "$(pm_stat persistent_api)" = "$want_api" ] ||
 			fail "debugfs persistent_api $(pm_stat persistent_api), want $want_api"
+		# one page table since the module was loaded
+		[ "$(pm_stat cpu_cacheable_page_tables)" = "$want_cacheable" ] ||
+			fail "persistent=$pers pt_flags=$pt_flags: debugfs cpu_cacheable_page_tables $(pm_stat cpu_cacheable_page_tables), want $want_cacheable"
 	fi
 	if [ "$pers" = 0 ]; then
 		sim gpu-free "$va"
@@ -133,7 +149,26 @@ if [ "$client" = module ] && [ "$driver" = r580 ]; then
 	sim config pt_version=0
 	sim gpu-free "$va"
 	nothing_left "after the refused version"
+	if [ "$pt_flags" = 1 ]; then
+		# A 40-byte table (flags=1 in its last word) stamped 0x00010002:
+		# the version-1 layout has no flags word; nothing to count.
+		n0=$(pm_stat cpu_cacheable_page_tables)
+		sim config pt_version=0x00010002
+		sim gpu-alloc 128K
+		va=$(kv va "$out")
+		sim mr-reg "$va" 128K
+		mr=$(kv mr "$out")
+		[ "$(pm_stat page_table_version)" = 0x00010002 ] ||
+			fail "debugfs page_table_version $(pm_stat page_table_version), want 0x00010002"
+		[ "$(pm_stat cpu_cacheable_page_tables)" = "$n0" ] ||
+			fail "a version 0x00010002 page table was counted CPU-cacheable (flags read past the version-1 layout)"
+		sim mr-dereg "$mr"
+		sim config pt_version=0
+		sim gpu-free "$va"
+		nothing_left "after the version-1 stamp"
+		ops=$((ops + 4))
+	fi
 	unload_client
 fi
 unload_sim_stack
-pass ops=$ops page_table=$want_version persistent_api=$want_api
+pass ops=$ops page_table=$want_version persistent_api=$want_api cpu_cacheable=$want_cacheable

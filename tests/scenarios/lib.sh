@@ -125,12 +125,17 @@ PSIM_DRIVER=${PSIM_DRIVER:-}
 # Set by the lock-order tests, which must see the orders against it.
 PSIM_RM_LOCKDEP=${PSIM_RM_LOCKDEP:-0}
 
+# PSIM_PT_FLAGS=N: the flags word the provider writes into each page table
+# of the 40-byte layout (r580 on: nvidia_p2p_sim page_table_flags=N; 1 is
+# NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE, as on coherent platforms).
+PSIM_PT_FLAGS=${PSIM_PT_FLAGS:-0}
+
 # load_provider: the simulated NVIDIA provider of generation $PSIM_DRIVER.
 load_provider() {
 	case "$PSIM_DRIVER" in
-	"") load nvidia_p2p_sim rm_lock_lockdep="$PSIM_RM_LOCKDEP" ;;
-	r525) load nvidia_p2p_sim_r525 rm_lock_lockdep="$PSIM_RM_LOCKDEP" ;;
-	*) load nvidia_p2p_sim driver="$PSIM_DRIVER" rm_lock_lockdep="$PSIM_RM_LOCKDEP" ;;
+	"") load nvidia_p2p_sim rm_lock_lockdep="$PSIM_RM_LOCKDEP" page_table_flags="$PSIM_PT_FLAGS" ;;
+	r525) load nvidia_p2p_sim_r525 rm_lock_lockdep="$PSIM_RM_LOCKDEP" page_table_flags="$PSIM_PT_FLAGS" ;;
+	*) load nvidia_p2p_sim driver="$PSIM_DRIVER" rm_lock_lockdep="$PSIM_RM_LOCKDEP" page_table_flags="$PSIM_PT_FLAGS" ;;
 	esac
 }
 

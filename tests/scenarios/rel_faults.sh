@@ -1,7 +1,8 @@
 #!/bin/sh
 # Fault injection into every provider and core call the module makes
 # (issue 5), with each documented errno of the NVIDIA P2P API.
-#   rel_faults.sh [gen=modern] [pds=0] [pers=0|1]
+#   rel_faults.sh [gen=modern] [pds=0] [pers=0|1] [errnos=EIO[+ENOMEM...]]
+#                 [calls=dma_unmap_pages[+put_pages...]]
 # For each operation (the fixtures' fault names) and errno (EINVAL, ENOTSUPP,
 # ENOMEM, EIO), the first call fails once (and with pers=0 also the second,
 # with EIO, where the operation is called twice: acquire's probe, then the
@@ -19,16 +20,49 @@
 # so in the kernel log. At the load: the core's registration fails (each of
 # the client registrations in turn): the load fails with a message and
 # nothing stays registered. The module's own allocations: rel_failslab.sh.
+# errnos=, calls=: only these errnos on the first call, only these calls
+# (each must be reached). For the mofed51 and legacy cores (issue 30):
+# what differs there is the core's path around the teardown calls (under
+# the mapping lock, from inside the invalidation), not the errno.
 . /scenarios/lib.sh
 . /scenarios/rel_lib.sh
 
 ERRNOS="22:EINVAL 524:ENOTSUPP 12:ENOMEM 5:EIO"
+if [ -n "$rel_arg_errnos" ]; then
+	_e=
+	for _n in $(echo "$rel_arg_errnos" | tr '+' ' '); do
+		for _x in $ERRNOS; do
+			[ "${_x#*:}" = "$_n" ] && _e="$_e $_x"
+		done
+	done
+	[ -n "$_e" ] || fail "errnos=$rel_arg_errnos: not among $ERRNOS"
+	ERRNOS=$_e
+fi
 OPS="get_pages get_pages_persistent dma_map_pages acquire_alloc sg_alloc dma_unmap_pages put_pages"
 RESIDUE_OPS="put_pages_persistent free_page_table free_dma_mapping"
 if [ "$pers" = 1 ]; then
 	MUST_REACH="get_pages_persistent put_pages_persistent dma_map_pages dma_unmap_pages acquire_alloc sg_alloc"
 else
 	MUST_REACH="get_pages put_pages dma_map_pages dma_unmap_pages free_page_table free_dma_mapping acquire_alloc sg_alloc"
+fi
+if [ -n "$rel_arg_calls" ]; then
+	_calls=$(echo "$rel_arg_calls" | tr '+' ' ')
+	for _c in $_calls; do
+		case " $OPS $RESIDUE_OPS " in
+		*" $_c "*) ;;
+		*) fail "calls=$rel_arg_calls: $_c is not among $OPS $RESIDUE_OPS" ;;
+		esac
+	done
+	_keep() {
+		_k=
+		for _o in $1; do
+			case " $_calls " in *" $_o "*) _k="$_k $_o" ;; esac
+		done
+		echo "$_k"
+	}
+	OPS=$(_keep "$OPS")
+	RESIDUE_OPS=$(_keep "$RESIDUE_OPS")
+	MUST_REACH=$_calls
 fi
 
 residue=0

@@ -12,6 +12,7 @@
 #   defects=BUG                 client=ref only: the reference client with
 #                               that field bug brought back on purpose
 #                               (field-teeth: the scenario must catch it)
+#   coalesce_sg=0|1             client=rs only: the module's coalesce_sg
 # Figures every rel_ scenario reports: ops faults races leaks splats.
 
 REL_MOD=nvidia_peermem_rs
@@ -33,6 +34,15 @@ client=${rel_arg_client:-$client}
 # (nvidia_p2p_sim rm_lock_lockdep=1, stricter than the real driver, whose
 # lock is made of semaphores lockdep does not see). The lock-order tests.
 PSIM_RM_LOCKDEP=${rel_arg_rm_lockdep:-${PSIM_RM_LOCKDEP:-0}}
+
+# What an earlier, failed scenario left registered with our module goes
+# first (as in module_lib.sh): unloading the control device deregisters its
+# MRs and frees its GPU memory, so the client's rmmod in stack_up does not
+# fail on them. Only then: an idle module (refcount 0) is left as it is.
+if [ -d /sys/module/peermem_sim ] && [ -r /sys/module/nvidia_peermem_rs/refcnt ] &&
+	[ "$(cat /sys/module/nvidia_peermem_rs/refcnt)" != 0 ]; then
+	rmmod peermem_sim 2>/dev/null
+fi
 
 # Figures, accumulated by the helpers below.
 REL_OPS=0
@@ -120,7 +130,7 @@ client_params() {
 		[ "$pers" = 1 ] && _p=1
 		echo "name=nv_mem abi=$_abi persistent=$_p${rel_arg_defects:+ defects=$rel_arg_defects}"
 	else
-		echo "peerdirect_support=$pds persistent_api_support=$pers"
+		echo "peerdirect_support=$pds persistent_api_support=$pers${rel_arg_coalesce_sg:+ coalesce_sg=$rel_arg_coalesce_sg}"
 	fi
 }
 

@@ -6,6 +6,10 @@
 # races the deregistration of their MRs by other threads. The seed is printed
 # (figure seed=) so a failure replays with seed=N.
 #   rel_stress.sh [gen=..] [pds=..] [pers=..] [threads=8] [ops=100000] [seed=N]
+#                 [coalesce_sg=1]
+# coalesce_sg=1: the module merges DMA-contiguous GPU pages into one SG
+# entry; the provider's backing stays one 64 KiB allocation per GPU page,
+# so some neighbours are contiguous and some not, and every DMA is checked.
 # After the run: nothing pinned, mapped or registered, core counters balanced
 # (simtest's own check and the core's sysfs), our module's refcount idle,
 # kmemleak clean. The figures win_*= say how often each of the real core's
@@ -18,6 +22,11 @@ seed_opt=
 [ -n "$rel_arg_seed" ] && seed_opt="--seed $rel_arg_seed"
 
 stack_up
+if [ -n "$rel_arg_coalesce_sg" ]; then
+	read -r _c </sys/module/$REL_MOD/parameters/coalesce_sg
+	[ "$_c" = "$rel_arg_coalesce_sg" ] ||
+		fail "$REL_MOD loaded with coalesce_sg=$_c, want $rel_arg_coalesce_sg" $(figures)
+fi
 before_cb=$(ctr free_callbacks)
 windows_mark
 # Shown live (seed first, then progress), so a hang still tells the seed.

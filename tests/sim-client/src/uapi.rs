@@ -175,12 +175,15 @@ pub struct PsimProviderConfig {
     pub dma_mapping_version: u32,
     pub scale_alias_pages: u32,
     pub persistent_supported: u32,
-    pub pad: u32,
+    /// 1: backing in physically contiguous blocks of up to 4 MiB, handed
+    /// out in order (consecutive GPU pages DMA-contiguous without an
+    /// IOMMU); 0: one 64 KiB allocation per GPU page.
+    pub contiguous_backing: u32,
 }
 
 impl Default for PsimProviderConfig {
     /// The fixture's defaults: 64 KiB pages, current versions, no aliasing,
-    /// persistent calls supported.
+    /// persistent calls supported, one allocation per GPU page.
     fn default() -> Self {
         Self {
             page_size_type: 1,
@@ -188,7 +191,7 @@ impl Default for PsimProviderConfig {
             dma_mapping_version: 0,
             scale_alias_pages: 0,
             persistent_supported: 1,
-            pad: 0,
+            contiguous_backing: 0,
         }
     }
 }
@@ -306,6 +309,7 @@ const _: () = assert!(offset_of!(PsimCounters, reserved) == 248);
 const _: () = assert!(size_of::<PsimLeakCheck>() == 40);
 const _: () = assert!(size_of::<PsimProviderConfig>() == 24);
 const _: () = assert!(offset_of!(PsimProviderConfig, persistent_supported) == 16);
+const _: () = assert!(offset_of!(PsimProviderConfig, contiguous_backing) == 20);
 const _: () = assert!(size_of::<PsimPhaseTimes>() == 264);
 const _: () = assert!(offset_of!(PsimPhaseTimes, calls) == 8);
 const _: () = assert!(offset_of!(PsimPhaseTimes, total_ns) == 72);

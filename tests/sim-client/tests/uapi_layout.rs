@@ -29,6 +29,7 @@ int main(void)
 	O(psim_mr_reg, client) O(psim_hca_xfer, engine) O(psim_fault, err)
 	O(psim_counters, delays_taken) O(psim_phase_times, max_ns)
 	O(psim_provider_config, persistent_supported)
+	O(psim_provider_config, contiguous_backing)
 	I(PSIM_IOC_GPU_ALLOC) I(PSIM_IOC_GPU_FREE) I(PSIM_IOC_GPU_WRITE)
 	I(PSIM_IOC_GPU_READ) I(PSIM_IOC_MR_REG) I(PSIM_IOC_MR_DEREG)
 	I(PSIM_IOC_MR_QUERY) I(PSIM_IOC_HCA_WRITE) I(PSIM_IOC_HCA_READ)
@@ -128,6 +129,10 @@ fn rust_mirror_matches_c_header() {
         (
             "offsetof_psim_provider_config_persistent_supported",
             offset_of!(PsimProviderConfig, persistent_supported) as u64,
+        ),
+        (
+            "offsetof_psim_provider_config_contiguous_backing",
+            offset_of!(PsimProviderConfig, contiguous_backing) as u64,
         ),
         ("PSIM_IOC_GPU_ALLOC", PSIM_IOC_GPU_ALLOC.into()),
         ("PSIM_IOC_GPU_FREE", PSIM_IOC_GPU_FREE.into()),

@@ -545,11 +545,16 @@ fn config(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
                     _ => return Err(bad(format!("{v:?} is not 0 or 1")).into()),
                 }
             }
+            "contiguous" | "contiguous_backing" => {
+                cfg.contiguous_backing = match v {
+                    "0" => 0,
+                    "1" => 1,
+                    _ => return Err(bad(format!("{v:?} is not 0 or 1")).into()),
+                }
+            }
             _ => {
-                return Err(Usage(format!(
-                    "unknown key {k:?} (page_size pt_version map_version scale persistent)"
-                ))
-                .into())
+                let known = "page_size pt_version map_version scale persistent contiguous";
+                return Err(Usage(format!("unknown key {k:?} ({known})")).into());
             }
         }
     }

@@ -87,7 +87,9 @@ Control:
   fault-clear                         (also: fault clear)
   delay POINT MS [COUNT]              MS 0 clears POINT; POINT \"\" clears all
   config [page_size=4k|64k|128k] [pt_version=N] [map_version=N] [scale=N]
-         [persistent=0|1]             provider knobs (alias: provider-config)
+         [persistent=0|1] [contiguous=0|1]
+                                      provider knobs (alias: provider-config);
+                                      unnamed knobs go back to their defaults
   leak-check                          the 5 fields and leaks=N; exit 1 if N > 0
   phase-times [reset]                 <phase>_calls= _total_ns= _last_ns= _max_ns=
 Load:
