@@ -37,7 +37,28 @@ sim gpu-free "$va"
 sim mr-dereg "$mr"
 no_leaks "the sequential pair"
 points="free_cb_before free_cb_after core_invalidate core_dereg_locked"
+# taken_since D0: waits (up to 10 s) until a delay point was entered since
+# delays_taken read D0; fails if none was.
+taken_since() {
+	_t=0
+	while [ "$(simtest counters delays_taken)" = "$1" ]; do
+		[ $_t -lt 100 ] || return 1
+		usleep 100000
+		_t=$((_t + 1))
+	done
+}
+# Each round holds one side in its delay point (the cudaFree's callback
+# before or after it calls the client, the core's invalidation before the
+# mapping lock; or the deregistration under it) and starts the other side
+# once it is there. The round's window: the cudaFree and the deregistration
+# were in flight together (the core's overlap counter win_free_dereg: the
+# one that began second saw the other). A round that missed it (the other
+# side started only after the held one ended, a loaded host) tested
+# nothing: it runs again, its delay four times as long; four misses in a
+# row fail the scenario.
 i=0
+missed=0
+retried=0
 invalidated=0
 while [ $i -lt "$rounds" ]; do
 	n=0
@@ -45,23 +66,46 @@ while [ $i -lt "$rounds" ]; do
 		n=$((n + 1))
 		[ $((i % 4 + 1)) = $n ] && point=$p
 	done
-	ms=$((i / 4 % 3 * 3 + 1))
+	ms=$(((i / 4 % 3 * 100 + 100) << (2 * missed)))
 	sim gpu-alloc 256K
 	va=$(kv va "$out")
 	sim mr-reg $((va + 512)) 150000
 	mr=$(kv mr "$out")
+	sim counters delays_taken
+	d0=$out
+	sim counters win_free_dereg
+	w0=$out
 	sim delay "$point" $ms 1
-	simtest gpu-free "$va" >/tmp/race.free 2>&1 &
-	free_pid=$!
-	[ $((i % 2)) = 0 ] && usleep $((ms * 700))
-	simtest mr-dereg "$mr" >/tmp/race.dereg 2>&1 || fail "round $i ($point): dereg failed: $(cat /tmp/race.dereg)"
-	wait $free_pid || fail "round $i ($point): gpu-free failed: $(cat /tmp/race.free)"
+	if [ "$point" = core_dereg_locked ]; then
+		simtest mr-dereg "$mr" >/tmp/race.dereg 2>&1 &
+		held=$!
+		taken_since "$d0" || fail "round $i: the deregistration never reached $point"
+		simtest gpu-free "$va" >/tmp/race.free 2>&1 || fail "round $i ($point): gpu-free failed: $(cat /tmp/race.free)"
+		wait $held || fail "round $i ($point): dereg failed: $(cat /tmp/race.dereg)"
+	else
+		simtest gpu-free "$va" >/tmp/race.free 2>&1 &
+		held=$!
+		taken_since "$d0" || fail "round $i: the cudaFree never reached $point"
+		simtest mr-dereg "$mr" >/tmp/race.dereg 2>&1 || fail "round $i ($point): dereg failed: $(cat /tmp/race.dereg)"
+		wait $held || fail "round $i ($point): gpu-free failed: $(cat /tmp/race.free)"
+	fi
 	sim delay clear
 	no_leaks "round $i ($point ${ms}ms)"
+	sim counters win_free_dereg
+	overlaps=$((out - w0))
+	if [ "$overlaps" = 0 ]; then
+		missed=$((missed + 1))
+		retried=$((retried + 1))
+		log "round $i ($point ${ms}ms): the other side started after the held one ended, $missed in a row"
+		[ $missed -lt 4 ] ||
+			fail "round $i ($point): the cudaFree and the deregistration never overlapped in $missed tries"
+		continue
+	fi
+	missed=0
 	i=$((i + 1))
 done
 invalidated=$(pm_stat invalidations)
 core_inv=$(pm_stat core_invalidations)
 skipped=$(pm_stat skipped_after_invalidation)
 finish_clean
-pass rounds="$rounds" invalidations="$invalidated" core_invalidations="$core_inv" skipped_unmaps="$skipped"
+pass rounds="$rounds" retried="$retried" invalidations="$invalidated" core_invalidations="$core_inv" skipped_unmaps="$skipped"

@@ -134,8 +134,7 @@ lock_inversion() {
 	REL_IDLE_REF=$(refcnt)
 	REL_HANG_S=8
 	for _ph in ${1:-dereg dma_map}; do
-		phase_race "$_ph"
-		[ "$PHASE_RESULT" = missed ] && phase_race "$_ph"
+		phase_race_reached "$_ph"
 		[ "$PHASE_RESULT" = hang ] && deadlock_shown "$_ph"
 	done
 	if [ "$bug" = reg_deadlock ]; then

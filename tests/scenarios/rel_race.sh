@@ -283,54 +283,79 @@ free_vs_dereg() {
 }
 
 # free_during_reg POINT...: for each point, cudaFree while mr-reg sleeps there.
+# The round's window is the core's counter for the phase the point lies in
+# (a cudaFree began while the registration was there); a round that missed
+# it is run again with longer delays, four misses in a row fail. A
+# registration that wins the race must come out invalidated (a persistent
+# pin: live; no callback), never live on freed memory.
 free_during_reg() {
 	regs_ok=0
 	regs_failed=0
 	i=0
 	while [ $i -lt "$rounds" ]; do
 		for point in "$@"; do
-			_o=$(st gpu-alloc 256K) || fail "gpu-alloc: $_o" $(figures)
-			va=$(sval va "$_o")
-			d0=$(ctr delays_taken)
-			# p2p_* points: every provider call sleeps (acquire may probe
-			# with get_pages first); the core's points are passed once.
-			if [ "${point#p2p_}" != "$point" ]; then
-				st delay "$point" 300 0 >/dev/null
-			else
-				st delay "$point" 400 1 >/dev/null
-			fi
-			bg_run reg st mr-reg $((va + 512)) 128K
-			# p2p_get_pages_done: past the probe's get_pages (acquire)
-			_w=150000
-			[ "$point" = p2p_get_pages_done ] && _w=450000
-			usleep $((_w + i * 40000))
-			st gpu-free "$va" >/dev/null || fail "cudaFree during registration failed" $(figures)
-			wait "$pid_reg"
-			st delay "" 0 >/dev/null
-			REL_OPS=$((REL_OPS + 3))
-			out=$(cat /tmp/bg.reg)
+			case "$point" in
+			get_pages | p2p_get_pages | p2p_get_pages_done) win=win_free_in_get_pages ;;
+			dma_map) win=win_free_pinned ;;
+			p2p_dma_map | p2p_dma_map_done) win=win_free_in_dma_map ;;
+			*) fail "free_during_reg: no window for $point" ;;
+			esac
+			missed=0
+			while :; do
+				_o=$(st gpu-alloc 256K) || fail "gpu-alloc: $_o" $(figures)
+				va=$(sval va "$_o")
+				w0=$(ctr "$win")
+				# p2p_* points: every provider call sleeps (acquire may
+				# probe with get_pages first); the core's points are
+				# passed once. A retry doubles the delay and the wait.
+				if [ "${point#p2p_}" != "$point" ]; then
+					st delay "$point" $((300 << missed)) 0 >/dev/null
+				else
+					st delay "$point" $((400 << missed)) 1 >/dev/null
+				fi
+				bg_run reg st mr-reg $((va + 512)) 128K
+				# p2p_get_pages_done: past the probe's get_pages (acquire)
+				_w=150000
+				[ "$point" = p2p_get_pages_done ] && _w=450000
+				usleep $(((_w << missed) + i * 40000))
+				st gpu-free "$va" >/dev/null || fail "cudaFree during registration failed" $(figures)
+				wait "$pid_reg"
+				st delay "" 0 >/dev/null
+				REL_OPS=$((REL_OPS + 3))
+				out=$(cat /tmp/bg.reg)
+				reached=0
+				[ "$(ctr "$win")" = "$w0" ] || reached=1
+				if [ "$(bg_rc reg)" = 0 ]; then
+					mr=$(sval mr "$out")
+					q=$(st mr-query "$mr")
+					state=$(sval state "$q")
+					st mr-dereg "$mr" >/dev/null || fail "dereg of an MR whose memory was freed failed" $(figures)
+					want=invalidated
+					[ "$pers" = 1 ] && want=live
+					[ "$reached" = 0 ] || [ "$state" = "$want" ] ||
+						fail "$point: the registration won a race with cudaFree ($win) and its MR is $state, want $want ($q)" $(figures)
+					log "$point: registration won the race ($q, $win reached=$reached)"
+				else
+					case "$out" in
+					*errno=*) ;;
+					*) fail "mr-reg failed without an errno: $out" $(figures) ;;
+					esac
+					log "$point: registration refused cleanly ($win reached=$reached): $(echo "$out" | head -n 1)"
+				fi
+				_lc=$(st leak-check) || fail "$point round $i left something behind: $_lc" $(figures)
+				[ "$reached" = 1 ] && break
+				missed_round "$win ($point)"
+			done
 			if [ "$(bg_rc reg)" = 0 ]; then
 				regs_ok=$((regs_ok + 1))
-				mr=$(sval mr "$out")
-				# Registered, then freed: the MR must be invalidated (or,
-				# for a persistent client, still usable) and deregister.
-				q=$(st mr-query "$mr")
-				log "$point: registration won the race ($q)"
-				st mr-dereg "$mr" >/dev/null || fail "dereg of an MR whose memory was freed failed" $(figures)
 			else
 				regs_failed=$((regs_failed + 1))
-				case "$out" in
-				*errno=*) ;;
-				*) fail "mr-reg failed without an errno: $out" $(figures) ;;
-				esac
-				log "$point: registration refused cleanly: $(echo "$out" | head -n 1)"
 			fi
-			[ $(($(ctr delays_taken) - d0)) -gt 0 ] && REL_RACES=$((REL_RACES + 1))
-			_lc=$(st leak-check) || fail "$point round $i left something behind: $_lc" $(figures)
+			REL_RACES=$((REL_RACES + 1))
 		done
 		i=$((i + 1))
 	done
-	EXTRA="reg_refused=$regs_failed reg_won=$regs_ok"
+	EXTRA="reg_refused=$regs_failed reg_won=$regs_ok retried=$retried"
 }
 
 rmmod_refused() {
