@@ -26,8 +26,11 @@ PKG_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 PKG_ROOT := $(abspath $(PKG_DIR)/..)
 PKG_SRC := $(abspath $(PKG_DIR))
 PKG_NAME := nvidia-peermem-rs
-# One version, in dkms.conf.
-PKG_VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' $(PKG_SRC)/dkms/dkms.conf)
+# One version: the repository's VERSION file (module, tool, DKMS, packages).
+# dkms.conf repeats it (dkms reads PACKAGE_VERSION from there); dkms-source
+# refuses to stage a tree where the two differ.
+PKG_VERSION := $(shell cat $(PKG_ROOT)/VERSION 2>/dev/null)
+PKG_DKMS_CONF_VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' $(PKG_SRC)/dkms/dkms.conf)
 PKG_OUT ?= $(PKG_ROOT)/build/packaging
 
 DESTDIR ?=
@@ -60,28 +63,35 @@ PKG_SRCTREE := $(USRSRCDIR)/$(PKG_DKMS_NAME)-$(PKG_VERSION)
 # NAME_version-override (dkms's force_installation()).
 PKG_DKMS_FORCE_DIR := /usr/share/dkms/modules_to_force_install
 
-# The module sources that go into the DKMS tree: Kbuild, kmod/ and ffi/ as
-# committed to git (like git archive: never build products, never stray
-# files), or, outside a git checkout, every file there but build products.
-PKG_MODULE_FILES = $(shell cd $(PKG_ROOT) && \
+# The module sources that go into the DKMS tree: VERSION, Kbuild, kmod/ and
+# ffi/ as committed to git (like git archive: never build products, never
+# stray files), or, outside a git checkout, every file there but build
+# products; in both cases without the KUnit module's sources
+# (PKG_TEST_ONLY_FILES: test-only, built only with PEERMEM_KUNIT=1).
+PKG_TEST_ONLY_FILES := kmod/nvidia_peermem_rs_kunit.rs kmod/kunit.rs kmod/kunit_mock.rs \
+	kmod/tests.rs ffi/shim_kunit.c
+PKG_MODULE_FILES = $(filter-out $(PKG_TEST_ONLY_FILES),$(shell cd $(PKG_ROOT) && \
 	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
-		git ls-files --cached -- Kbuild kmod ffi; \
-	else find Kbuild kmod ffi -type f ! -name '.*' ! -name '*.o' ! -name '*.ko' \
+		git ls-files --cached -- VERSION Kbuild kmod ffi; \
+	else find VERSION Kbuild kmod ffi -type f ! -name '.*' ! -name '*.o' ! -name '*.ko' \
 		! -name '*.mod' ! -name '*.mod.c' ! -name '*.rmeta' ! -name '*_generated.rs'; \
-	fi | LC_ALL=C sort -u | while read -r f; do test -f "$$f" && echo "$$f"; done)
+	fi | LC_ALL=C sort -u | while read -r f; do test -f "$$f" && echo "$$f"; done))
 
 .PHONY: dkms-source install uninstall dkms-install dkms-remove deb packaging-test \
 	packaging-print-files
 
 # --- the DKMS source tree ----------------------------------------------------
 # Staged into $(PKG_OUT)/dkms/$(PKG_NAME)-$(PKG_VERSION), exactly:
-# dkms.conf, Makefile (packaging/dkms/Makefile), Kbuild, kmod/, ffi/.
+# dkms.conf, Makefile (packaging/dkms/Makefile), VERSION, Kbuild, kmod/, ffi/
+# (the KUnit module's sources excluded: see PKG_MODULE_FILES).
 PKG_STAGE := $(PKG_OUT)/dkms/$(PKG_DKMS_NAME)-$(PKG_VERSION)
 
 dkms-source:
 	@test -f $(PKG_ROOT)/Kbuild && test -d $(PKG_ROOT)/kmod || \
 		{ echo "packaging: error: $(PKG_ROOT)/Kbuild or kmod/ missing: no module sources to package" >&2; exit 1; }
-	@test -n "$(PKG_VERSION)" || { echo "packaging: error: no PACKAGE_VERSION in dkms.conf" >&2; exit 1; }
+	@test -n "$(PKG_VERSION)" || { echo "packaging: error: no version in $(PKG_ROOT)/VERSION" >&2; exit 1; }
+	@test "$(PKG_VERSION)" = "$(PKG_DKMS_CONF_VERSION)" || { echo "packaging: error: \
+	dkms.conf says PACKAGE_VERSION=\"$(PKG_DKMS_CONF_VERSION)\" but VERSION says $(PKG_VERSION): make them agree" >&2; exit 1; }
 	rm -rf $(PKG_STAGE)
 	mkdir -p $(PKG_STAGE)
 	install -m 0644 $(PKG_SRC)/dkms/dkms.conf $(PKG_STAGE)/dkms.conf

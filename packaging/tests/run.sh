@@ -28,7 +28,7 @@ repo=$(dirname "$pkg")
 out=${PKG_OUT:-$repo/build/packaging}
 res=$out/test
 name=nvidia-peermem-rs
-version=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$pkg/dkms/dkms.conf")
+version=$(cat "$repo/VERSION")
 jobs=${PACKAGING_JOBS:-2}
 rm -rf "$res"
 mkdir -p "$res"
@@ -173,10 +173,13 @@ test_guard() {
 # --- make install / uninstall ------------------------------------------------------
 # The expected list (packaging/expected/install-files.txt) with @PREFIX@ and
 # @VERSION@ filled in and @MODULE_SOURCES@ expanded to the module's files
-# as committed to git.
+# as committed to git, less the KUnit module's sources (test-only: the
+# KUnit module is built only with PEERMEM_KUNIT=1, never by DKMS).
+test_only_sources='^(kmod/nvidia_peermem_rs_kunit\.rs|kmod/kunit\.rs|kmod/kunit_mock\.rs|kmod/tests\.rs|ffi/shim_kunit\.c)$'
 expected_files() { # PREFIX(without leading /) SYSTEMD_DIR DOC_DIR
 	local prefix=$1 unitdir=$2 docdir=$3 srcs
-	srcs=$(cd "$repo" && git ls-files --cached -- Kbuild kmod ffi |
+	srcs=$(cd "$repo" && git ls-files --cached -- VERSION Kbuild kmod ffi |
+		grep -Ev "$test_only_sources" |
 		LC_ALL=C sort -u | while read -r f; do [ -f "$f" ] && echo "$f"; done)
 	sed -e '/^#/d' -e '/^$/d' -e "s|@UNITDIR@|$unitdir|" -e "s|@DOCDIR@|$docdir|" \
 		-e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" "$pkg/expected/install-files.txt" |
@@ -201,7 +204,7 @@ staged_install() { # PREFIX (e.g. /usr/local)
 	diff -u "$T/expected" "$T/printed" || die "packaging-print-files differs"
 	# Contents: the DKMS tree holds the repository's files unchanged.
 	local src=$d/usr/src/$name-$version f
-	for f in $(cd "$src" && find Kbuild kmod ffi -type f); do
+	for f in $(cd "$src" && find VERSION Kbuild kmod ffi -type f); do
 		cmp "$repo/$f" "$src/$f" || die "$f differs from the repository"
 	done
 	# Paths inside the files follow PREFIX.
@@ -346,7 +349,9 @@ test_dkms_source() {
 	mk dkms-source || return 1
 	(cd "$st" && find . -type f | sed 's|^\./||' | LC_ALL=C sort) >"$res/dkms-source.files"
 	expected_files usr/local x x | sed -n "s|^usr/src/$name-$version/||p" >"$T/exp-src"
-	diff -u "$T/exp-src" "$res/dkms-source.files" || die "DKMS tree is not exactly dkms.conf Makefile Kbuild kmod/ ffi/"
+	diff -u "$T/exp-src" "$res/dkms-source.files" || die "DKMS tree is not exactly dkms.conf Makefile VERSION Kbuild kmod/ ffi/"
+	# Nothing test-only goes to /usr/src: no KUnit source, no notes.
+	! grep -Ei 'kunit|\.md$' "$res/dkms-source.files" || die "test-only files in the DKMS tree"
 	cmp "$pkg/dkms/dkms.conf" "$st/dkms.conf" && cmp "$pkg/dkms/Makefile" "$st/Makefile"
 }
 

@@ -114,12 +114,12 @@ while read -r ver dir; do
 	mkdir -p "$m"
 	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' \
 		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \
-		Kbuild kmod ffi | tar -C "$m" -xf -
+		VERSION Kbuild kmod ffi | tar -C "$m" -xf -
 	t0=$(date +%s)
 	log=$logdir/$ver-module-build.log
 	ok=false
 	reason=
-	if ! make -C "$kdir" M="$m" "${PEERMEM_KMAKE_ARGS[@]}" -j"$(nproc)" NVIDIA_SRC="$dir" \
+	if ! make -C "$kdir" M="$m" "${PEERMEM_KMAKE_ARGS[@]}" -j"$(nproc)" NVIDIA_SRC="$dir" PEERMEM_KUNIT=1 \
 		modules >"$log" 2>&1; then
 		reason="nvidia_peermem_rs does not build with NVIDIA_SRC=$dir (see $log)"
 	elif ! grep -q "$dir/nvidia/nv-p2p.h" "$m/ffi/.shim.o.cmd"; then
