@@ -63,6 +63,11 @@ struct DoctorArgs {
     /// Do not load libcuda to query GPU attributes.
     #[arg(long)]
     no_cuda: bool,
+    /// Also write a diagnostics bundle to FILE ("-": stdout): doctor's
+    /// report with the versions, module state, configuration, DKMS and
+    /// systemd state and kernel log lines behind it, for a bug report.
+    #[arg(long, value_name = "FILE")]
+    bundle: Option<PathBuf>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -359,18 +364,47 @@ fn doctor_cmd(a: &DoctorArgs, json: bool) -> ExitCode {
         root.read("/cuda.json")
             .and_then(|s| serde_json::from_str::<gpuinfo::CudaView>(&s).ok())
     };
-    let checks = doctor::run(&doctor::Inputs { root, cuda });
+    let checks = doctor::run(&doctor::Inputs {
+        root: root.clone(),
+        cuda,
+    });
     let s = Summary::of(&checks);
+    let doc = json!({
+        "tool": "peermem-check",
+        "version": env!("CARGO_PKG_VERSION"),
+        "command": "doctor",
+        "root": a.root,
+        "verdict": s.overall(),
+        "summary": s,
+        "checks": checks,
+    });
+    if let Some(file) = &a.bundle {
+        let text = doctor::bundle::bundle(
+            &root,
+            &checks,
+            &serde_json::to_string_pretty(&doc).unwrap_or_default(),
+        );
+        let written = if file.as_os_str() == "-" {
+            use std::io::Write;
+            std::io::stdout().write_all(text.as_bytes())
+        } else {
+            std::fs::write(file, &text)
+        };
+        match written {
+            Ok(()) if file.as_os_str() == "-" => return exit_of(s.overall()),
+            Ok(()) => eprintln!(
+                "peermem-check: diagnostics bundle written to {} ({} bytes): read it, then attach it to the report",
+                file.display(),
+                text.len()
+            ),
+            Err(e) => {
+                eprintln!("peermem-check: cannot write {}: {e}", file.display());
+                return ExitCode::from(1);
+            }
+        }
+    }
     if json {
-        report::print_json(&json!({
-            "tool": "peermem-check",
-            "version": env!("CARGO_PKG_VERSION"),
-            "command": "doctor",
-            "root": a.root,
-            "verdict": s.overall(),
-            "summary": s,
-            "checks": checks,
-        }));
+        report::print_json(&doc);
     } else {
         report::print_human(&checks);
         println!(
@@ -382,7 +416,12 @@ fn doctor_cmd(a: &DoctorArgs, json: bool) -> ExitCode {
             doctor::verdict_line(s.overall())
         );
     }
-    if s.overall() == Verdict::Fail {
+    exit_of(s.overall())
+}
+
+/// doctor's exit status: 1 when a check failed.
+fn exit_of(v: Verdict) -> ExitCode {
+    if v == Verdict::Fail {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
