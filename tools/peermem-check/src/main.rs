@@ -141,17 +141,18 @@ pub struct ValidateArgs {
     /// Pattern seed (default: from the clock; printed for replay).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// CUDA device ordinal (real backend).
-    #[arg(long, default_value_t = 0)]
+    /// CUDA device ordinal (real backend; perftest's --use_cuda).
+    #[arg(long, alias = "use_cuda", default_value_t = 0)]
     pub gpu: i32,
-    /// RDMA device name, e.g. mlx5_0 (real backend; default: the first).
-    #[arg(long)]
+    /// RDMA device name, e.g. mlx5_0 (real backend; default: the one nearest
+    /// to the GPU in the PCIe topology).
+    #[arg(short = 'd', long, alias = "ib-dev")]
     pub device: Option<String>,
     /// RDMA port (real backend).
-    #[arg(long, default_value_t = 1)]
+    #[arg(short = 'i', long, alias = "ib-port", default_value_t = 1)]
     pub port: u8,
     /// GID index for RoCE (real backend; default: first usable).
-    #[arg(long)]
+    #[arg(short = 'x', long)]
     pub gid_index: Option<u8>,
     /// Registration path (real backend).
     #[arg(long, value_enum, default_value = "both")]
@@ -194,13 +195,17 @@ pub struct BenchArgs {
     /// Do not render the PNG.
     #[arg(long)]
     pub no_plot: bool,
-    #[arg(long, default_value_t = 0)]
+    /// CUDA device ordinal (perftest's --use_cuda).
+    #[arg(long, alias = "use_cuda", default_value_t = 0)]
     pub gpu: i32,
-    #[arg(long)]
+    /// RDMA device name (default: the one nearest to the GPU).
+    #[arg(short = 'd', long, alias = "ib-dev")]
     pub device: Option<String>,
-    #[arg(long, default_value_t = 1)]
+    /// RDMA port.
+    #[arg(short = 'i', long, alias = "ib-port", default_value_t = 1)]
     pub port: u8,
-    #[arg(long)]
+    /// GID index for RoCE (default: first usable).
+    #[arg(short = 'x', long)]
     pub gid_index: Option<u8>,
     /// The memory registered and written (real backend; host: no GPU).
     #[arg(long, value_enum, default_value = "gpu")]
