@@ -114,7 +114,7 @@ pub fn mib_s(bytes: u64, d: Duration) -> f64 {
 /// Human size: 64K, 2M, 1G.
 pub fn size_label(n: u64) -> String {
     for (shift, suf) in [(30, "G"), (20, "M"), (10, "K")] {
-        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
+        if n >= 1 << shift && n % (1 << shift) == 0 {
             return format!("{}{suf}", n >> shift);
         }
     }
