@@ -709,7 +709,7 @@ fn doctor_bundle_collects_the_facts_and_no_environment() {
         "===== parameters /sys/module/nvidia_peermem/parameters\n",
         "nvidia-peermem-rs: error: no MLNX_OFED/DOCA-OFED kernel tree found",
         "Unknown symbol ib_register_peer_memory_client",
-        "===== command journalctl -b --no-pager -n 200 -u nvidia-peermem-rs.service\n(no journal.txt",
+        "===== command journalctl -b --no-pager -o cat -n 200 -u nvidia-peermem-rs.service\n(no journal.txt",
     ] {
         assert!(b.contains(want), "bundle lacks {want:?}:\n{b}");
     }

@@ -7,10 +7,11 @@
 //! `modules.dep` lines of the peer-memory modules, the unit's state and
 //! journal, and the kernel log lines of the GPU / RDMA / peer-memory stack.
 //!
-//! No secrets: nothing from the environment, no user files, no host name or
-//! network addresses collected on purpose, only the files and command
-//! outputs listed in [`FILES`] and [`COMMANDS`], and of the kernel log only
-//! the lines that name the stack. Under a fixture root no command runs: each
+//! No secrets: nothing from the environment, no user files, only the files
+//! and command outputs listed in [`FILES`] and [`COMMANDS`] (the unit's
+//! status without its journal lines and its journal as bare messages
+//! (`-o cat`), so the node's host name is not in them), and of the kernel
+//! log only the lines that name the stack. Under a fixture root no command runs: each
 //! command's output is read from `<root>/<fixture>` instead.
 
 use std::fmt::Write as _;
@@ -51,12 +52,21 @@ pub const COMMANDS: &[(&str, &[&str], &str)] = &[
     ("ofed_info", &["-s"], "ofed_info.txt"),
     (
         "systemctl",
-        &["status", "--no-pager", "--full", install::UNIT],
+        &["status", "--no-pager", "--full", "--lines=0", install::UNIT],
         "systemctl_status.txt",
     ),
     (
         "journalctl",
-        &["-b", "--no-pager", "-n", "200", "-u", install::UNIT],
+        &[
+            "-b",
+            "--no-pager",
+            "-o",
+            "cat",
+            "-n",
+            "200",
+            "-u",
+            install::UNIT,
+        ],
         "journal.txt",
     ),
     ("modinfo", &["nvidia-peermem"], "modinfo_nvidia_peermem.txt"),
