@@ -106,6 +106,17 @@ test_dkms_conf() {
 	)
 }
 
+# A plain `make` (the top-level Makefile) without a kernel tree stops with
+# the DKMS Makefile's one-line reason, not with make's "No such file".
+test_make_no_kernel() {
+	local o
+	o=$(make --no-print-directory -C "$repo" KDIR="$T/no-kernel-tree" module 2>&1)
+	echo "$o"
+	[[ "$o" == *"nvidia-peermem-rs: error: no kernel build tree at KDIR=$T/no-kernel-tree"* ]] ||
+		die "make without a kernel tree did not give the build's error"
+	[[ "$o" != *"No such file or directory"* ]] || die "make went on into the missing tree"
+}
+
 # --- systemd unit -------------------------------------------------------------
 test_systemd_verify() {
 	systemd-analyze verify --man=no "$pkg/systemd/$name.service"
@@ -763,6 +774,7 @@ printf '#!/bin/sh\necho "rustc 1.0.0 (fake)"\n' >"$T/fake-rustc"
 chmod 755 "$T/fake-rustc"
 t lint-shellcheck test_shellcheck
 t dkms-conf test_dkms_conf
+t make-no-kernel test_make_no_kernel
 t systemd-verify test_systemd_verify
 t systemd-conditions test_systemd_conditions
 t guard test_guard
