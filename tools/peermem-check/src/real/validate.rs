@@ -94,7 +94,15 @@ pub fn choose_device(given: Option<&str>, gpu_bdf: Option<&str>) -> (Option<Stri
             Check::pass(
                 "rdma_device_choice",
                 T,
-                format!("{d} (given with -d), {} to {gpu}{}", link_of(d), others(d)),
+                match (
+                    gpu_bdf,
+                    all.iter().find(|c| c.name == d).and_then(|c| c.link),
+                ) {
+                    (Some(_), Some(l)) => {
+                        format!("{d} (given with -d): {} to {gpu}{}", l.name(), others(d))
+                    }
+                    _ => format!("{d} (given with -d){}", others(d)),
+                },
             )
             .data(data),
         ),
@@ -119,8 +127,13 @@ pub fn choose_device(given: Option<&str>, gpu_bdf: Option<&str>) -> (Option<Stri
                     "rdma_device_choice",
                     T,
                     format!(
-                        "{}: the first by name (no PCIe path to {gpu} known){}; choose with -d",
+                        "{}: the first by name ({}){}; choose with -d",
                         c.name,
+                        if gpu_bdf.is_some() {
+                            format!("no PCIe path to {gpu} known")
+                        } else {
+                            "no GPU to measure the distance from".to_string()
+                        },
                         others(&c.name)
                     ),
                 )
