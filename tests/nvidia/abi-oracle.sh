@@ -8,7 +8,7 @@
 #       prototype the module relies on; a difference names the field.
 #   nvidia-abi:<version>:module-build  (with KDIR) `make modules` with
 #       NVIDIA_SRC=<the package's tree>, as a user or dkms builds it (the
-#       module and, on a CONFIG_KUNIT kernel, its KUnit module): ffi/shim.c
+#       module and, with PEERMEM_KUNIT=1 on a CONFIG_KUNIT kernel, its KUnit module): ffi/shim.c
 #       and the bindings from NVIDIA's nv-p2p.h, the compile-time layout pins
 #       of kmod/abi.rs checked against them. The build reads nothing of the tree
 #       but nvidia/nv-p2p.h (an unbuilt tree has no Module.symvers), so
