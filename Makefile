@@ -20,7 +20,12 @@ RESULTS ?= $(CURDIR)/results
 
 all: module
 
+# The kernel tree is checked first, by the DKMS tree's Makefile: a missing
+# or Rust-less tree, or a rustc other than the kernel's, stops with the same
+# one-line reason and fix as a DKMS build (packaging/README.md).
 module modules:
+	@$(MAKE) --no-print-directory -f packaging/dkms/Makefile KDIR=$(KDIR) \
+		PEERMEM_BUILD_CONF=/dev/null $(if $(RUSTC),RUSTC=$(RUSTC)) check-kernel
 	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
 
 clean:

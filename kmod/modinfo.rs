@@ -14,7 +14,29 @@
 /// which module serves the node, and a driver version there would claim a
 /// build this module is not (DKMS's version check of the drop-in is
 /// handled by its override file, packaging/README.md).
-pub(crate) const VERSION: &str = "0.1.0";
+///
+/// It is the repository's `VERSION` file (one line), the one version of the
+/// module, the tool, the DKMS tree and the packages (CHANGELOG.md).
+pub(crate) const VERSION: &str = version_line(include_str!("../VERSION"));
+
+/// The version in a `VERSION` file: its one line, without the newline.
+///
+/// Evaluated at compile time: a file that is not one line ending in a
+/// newline, or longer than a client version may be, fails the build.
+const fn version_line(file: &str) -> &str {
+    let bytes = file.as_bytes();
+    assert!(bytes.len() >= 2 && bytes[bytes.len() - 1] == b'\n');
+    let (line, _) = bytes.split_at(bytes.len() - 1);
+    let mut i = 0;
+    while i < line.len() {
+        assert!(line[i].is_ascii_alphanumeric() || line[i] == b'.' || line[i] == b'-');
+        i += 1;
+    }
+    match core::str::from_utf8(line) {
+        Ok(v) => v,
+        Err(_) => panic!("VERSION is not UTF-8"),
+    }
+}
 
 /// Copies a string into a fixed-size byte array, for `.modinfo` statics.
 ///
@@ -31,20 +53,32 @@ pub(crate) const fn modinfo_bytes<const N: usize>(s: &str) -> [u8; N] {
     out
 }
 
-const VERSION_ENTRY: &str = "version=0.1.0\0";
+/// `KEY=` followed by `value` and a NUL, as a fixed-size byte array for a
+/// `.modinfo` static.
+///
+/// `N` must be `key.len() + value.len() + 1`; the compile-time evaluation
+/// fails otherwise.
+pub(crate) const fn modinfo_entry<const N: usize>(key: &str, value: &str) -> [u8; N] {
+    let k = key.as_bytes();
+    let v = value.as_bytes();
+    assert!(N == k.len() + v.len() + 1);
+    let mut out = [0u8; N];
+    let mut i = 0;
+    while i < k.len() {
+        out[i] = k[i];
+        i += 1;
+    }
+    let mut j = 0;
+    while j < v.len() {
+        out[i + j] = v[j];
+        j += 1;
+    }
+    out
+}
+
+const VERSION_KEY: &str = "version=";
 
 #[link_section = ".modinfo"]
 #[used(compiler)]
-static MODINFO_VERSION: [u8; VERSION_ENTRY.len()] = modinfo_bytes(VERSION_ENTRY);
-
-// The `.modinfo` entry and the constant must say the same thing.
-const _: () = {
-    let entry = VERSION_ENTRY.as_bytes();
-    let version = VERSION.as_bytes();
-    assert!(entry.len() == "version=".len() + version.len() + 1);
-    let mut i = 0;
-    while i < version.len() {
-        assert!(entry["version=".len() + i] == version[i]);
-        i += 1;
-    }
-};
+static MODINFO_VERSION: [u8; VERSION_KEY.len() + VERSION.len() + 1] =
+    modinfo_entry(VERSION_KEY, VERSION);

@@ -9,7 +9,9 @@
 #   make dkms-install [KVER=<kernel>]                install + dkms add/build/install
 #   make dkms-remove                                 dkms remove --all + uninstall
 #   make dkms-source                                 stage the DKMS tree only
-#   make deb                                         build/packaging/*.deb
+#   make deb                                         build/packaging/*.deb: the DKMS package
+#                                                    and peermem-check's (deb-tool)
+#   make rpm                                         build/packaging/rpm/: the DKMS RPM (rpmbuild)
 #   PEERMEM_DROPIN=1 with dkms-source, install or deb: the drop-in
 #   (nvidia-peermem-rs-dropin[-dkms]: nvidia-peermem.ko by NVIDIA's name)
 #   make packaging-test                              all of it, host untouched
@@ -26,8 +28,11 @@ PKG_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 PKG_ROOT := $(abspath $(PKG_DIR)/..)
 PKG_SRC := $(abspath $(PKG_DIR))
 PKG_NAME := nvidia-peermem-rs
-# One version, in dkms.conf.
-PKG_VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' $(PKG_SRC)/dkms/dkms.conf)
+# One version: the repository's VERSION file (module, tool, DKMS, packages).
+# dkms.conf repeats it (dkms reads PACKAGE_VERSION from there); dkms-source
+# refuses to stage a tree where the two differ.
+PKG_VERSION := $(shell cat $(PKG_ROOT)/VERSION 2>/dev/null)
+PKG_DKMS_CONF_VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' $(PKG_SRC)/dkms/dkms.conf)
 PKG_OUT ?= $(PKG_ROOT)/build/packaging
 
 DESTDIR ?=
@@ -60,28 +65,35 @@ PKG_SRCTREE := $(USRSRCDIR)/$(PKG_DKMS_NAME)-$(PKG_VERSION)
 # NAME_version-override (dkms's force_installation()).
 PKG_DKMS_FORCE_DIR := /usr/share/dkms/modules_to_force_install
 
-# The module sources that go into the DKMS tree: Kbuild, kmod/ and ffi/ as
-# committed to git (like git archive: never build products, never stray
-# files), or, outside a git checkout, every file there but build products.
-PKG_MODULE_FILES = $(shell cd $(PKG_ROOT) && \
+# The module sources that go into the DKMS tree: VERSION, Kbuild, kmod/ and
+# ffi/ as committed to git (like git archive: never build products, never
+# stray files), or, outside a git checkout, every file there but build
+# products; in both cases without the KUnit module's sources
+# (PKG_TEST_ONLY_FILES: test-only, built only with PEERMEM_KUNIT=1).
+PKG_TEST_ONLY_FILES := kmod/nvidia_peermem_rs_kunit.rs kmod/kunit.rs kmod/kunit_mock.rs \
+	kmod/tests.rs ffi/shim_kunit.c
+PKG_MODULE_FILES = $(filter-out $(PKG_TEST_ONLY_FILES),$(shell cd $(PKG_ROOT) && \
 	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
-		git ls-files --cached -- Kbuild kmod ffi; \
-	else find Kbuild kmod ffi -type f ! -name '.*' ! -name '*.o' ! -name '*.ko' \
+		git ls-files --cached -- VERSION Kbuild kmod ffi; \
+	else find VERSION Kbuild kmod ffi -type f ! -name '.*' ! -name '*.o' ! -name '*.ko' \
 		! -name '*.mod' ! -name '*.mod.c' ! -name '*.rmeta' ! -name '*_generated.rs'; \
-	fi | LC_ALL=C sort -u | while read -r f; do test -f "$$f" && echo "$$f"; done)
+	fi | LC_ALL=C sort -u | while read -r f; do test -f "$$f" && echo "$$f"; done))
 
-.PHONY: dkms-source install uninstall dkms-install dkms-remove deb packaging-test \
+.PHONY: dkms-source install uninstall dkms-install dkms-remove deb deb-tool rpm packaging-test \
 	packaging-print-files
 
 # --- the DKMS source tree ----------------------------------------------------
 # Staged into $(PKG_OUT)/dkms/$(PKG_NAME)-$(PKG_VERSION), exactly:
-# dkms.conf, Makefile (packaging/dkms/Makefile), Kbuild, kmod/, ffi/.
+# dkms.conf, Makefile (packaging/dkms/Makefile), VERSION, Kbuild, kmod/, ffi/
+# (the KUnit module's sources excluded: see PKG_MODULE_FILES).
 PKG_STAGE := $(PKG_OUT)/dkms/$(PKG_DKMS_NAME)-$(PKG_VERSION)
 
 dkms-source:
 	@test -f $(PKG_ROOT)/Kbuild && test -d $(PKG_ROOT)/kmod || \
 		{ echo "packaging: error: $(PKG_ROOT)/Kbuild or kmod/ missing: no module sources to package" >&2; exit 1; }
-	@test -n "$(PKG_VERSION)" || { echo "packaging: error: no PACKAGE_VERSION in dkms.conf" >&2; exit 1; }
+	@test -n "$(PKG_VERSION)" || { echo "packaging: error: no version in $(PKG_ROOT)/VERSION" >&2; exit 1; }
+	@test "$(PKG_VERSION)" = "$(PKG_DKMS_CONF_VERSION)" || { echo "packaging: error: \
+	dkms.conf says PACKAGE_VERSION=\"$(PKG_DKMS_CONF_VERSION)\" but VERSION says $(PKG_VERSION): make them agree" >&2; exit 1; }
 	rm -rf $(PKG_STAGE)
 	mkdir -p $(PKG_STAGE)
 	install -m 0644 $(PKG_SRC)/dkms/dkms.conf $(PKG_STAGE)/dkms.conf
@@ -179,13 +191,62 @@ PKG_DEB := $(PKG_OUT)/$(PKG_DEB_NAME)_$(PKG_DEB_VERSION)_all.deb
 
 PKG_DEB_ROOT := $(PKG_OUT)/deb-root
 
-deb:
+deb: deb-tool
 	rm -rf $(PKG_DEB_ROOT)
 	$(MAKE) -f $(PKG_SRC)/packaging.mk install DESTDIR=$(PKG_DEB_ROOT) PREFIX=/usr \
 		SYSCONFDIR=/etc USRSRCDIR=/usr/src LIBEXECDIR=/usr/libexec/$(PKG_NAME) \
 		SYSTEMDUNITDIR=/lib/systemd/system DOCDIR=/usr/share/doc/$(PKG_DEB_NAME)
 	$(PKG_SRC)/deb/build-deb.sh $(PKG_DEB_ROOT) $(PKG_DEB) $(PKG_DKMS_NAME) $(PKG_VERSION) \
 		$(PKG_DEB_VERSION) "$(PKG_DEB_MAINTAINER)"
+
+# --- Debian package of the tool: peermem-check_<ver>-1_<arch>.deb ---------------
+# The documentation tells users to run peermem-check; `make deb` builds its
+# package beside the DKMS one (which stays Architecture: all). The program is
+# built here unless PKG_TOOL_BIN names one already built.
+CARGO ?= cargo
+PKG_TOOL_BIN ?=
+PKG_TOOL_DEB = $(PKG_OUT)/peermem-check_$(PKG_DEB_VERSION)_$(shell dpkg --print-architecture).deb
+
+deb-tool:
+	@if [ -z "$(PKG_TOOL_BIN)" ]; then \
+		echo "packaging: cargo build --release -p peermem-check"; \
+		cd $(PKG_ROOT) && $(CARGO) build --release --locked -p peermem-check || exit 1; fi
+	$(PKG_SRC)/deb/build-tool-deb.sh $(if $(PKG_TOOL_BIN),$(PKG_TOOL_BIN),$(PKG_ROOT)/target/release/peermem-check) \
+		$(PKG_OUT)/deb-tool-root $(PKG_TOOL_DEB) $(PKG_VERSION) $(PKG_DEB_VERSION) \
+		"$(PKG_DEB_MAINTAINER)" $(PKG_ROOT)/tools/peermem-check/README.md
+
+# --- RPM of the DKMS source (RHEL / Rocky with EPEL's dkms, Fedora) -----------
+# Source0 holds the same files as the Debian package's DKMS tree plus what
+# `make install` needs (this file and packaging/'s data files); the spec's
+# %install runs `make install` with RPM's directories. rpmbuild works in
+# $(PKG_RPM_TOP), outside any git checkout's way (GIT_DIR in the spec).
+PKG_RPM_TOP := $(PKG_OUT)/rpm
+PKG_RPM_DIST := $(PKG_NAME)-$(PKG_VERSION)
+PKG_RPM_DATA := packaging/packaging.mk packaging/build.conf packaging/README.md \
+	packaging/dkms/dkms.conf packaging/dkms/Makefile \
+	packaging/modprobe.d/$(PKG_NAME).conf packaging/libexec/$(PKG_NAME)-guard \
+	packaging/systemd/$(PKG_NAME).service LICENSE CHANGELOG.md
+PKG_RPM := $(PKG_RPM_TOP)/RPMS/noarch/$(PKG_RPM_DIST)-1.noarch.rpm
+# On a host whose packages are not in an RPM database (Debian), rpmbuild
+# cannot see BuildRequires (make) installed: skip that check there.
+PKG_RPMBUILD_FLAGS ?= $(if $(wildcard /etc/debian_version),--nodeps)
+
+rpm: dkms-source
+	@command -v rpmbuild >/dev/null || { echo "packaging: error: rpmbuild missing (Debian: apt install rpm)" >&2; exit 1; }
+	rm -rf $(PKG_RPM_TOP)
+	mkdir -p $(PKG_RPM_TOP)/SOURCES $(PKG_RPM_TOP)/SPECS $(PKG_RPM_TOP)/dist/$(PKG_RPM_DIST)
+	cp -R $(PKG_STAGE)/VERSION $(PKG_STAGE)/Kbuild $(PKG_STAGE)/kmod $(PKG_STAGE)/ffi \
+		$(PKG_RPM_TOP)/dist/$(PKG_RPM_DIST)/
+	cd $(PKG_ROOT) && for f in $(PKG_RPM_DATA); do \
+		install -D -m $$(if [ -x "$$f" ]; then echo 0755; else echo 0644; fi) \
+			"$$f" "$(PKG_RPM_TOP)/dist/$(PKG_RPM_DIST)/$$f" || exit 1; done
+	tar -C $(PKG_RPM_TOP)/dist --owner=0 --group=0 --sort=name -czf \
+		$(PKG_RPM_TOP)/SOURCES/$(PKG_RPM_DIST).tar.gz $(PKG_RPM_DIST)
+	sed -e 's/@VERSION@/$(PKG_VERSION)/g' \
+		-e "s/@DATE@/$$(LC_ALL=C date -u -d "@$${SOURCE_DATE_EPOCH:-$$(date +%s)}" '+%a %b %d %Y')/g" \
+		$(PKG_SRC)/rpm/$(PKG_NAME).spec.in > $(PKG_RPM_TOP)/SPECS/$(PKG_NAME).spec
+	rpmbuild --define "_topdir $(PKG_RPM_TOP)" $(PKG_RPMBUILD_FLAGS) -bb $(PKG_RPM_TOP)/SPECS/$(PKG_NAME).spec
+	@test -f $(PKG_RPM) && echo "packaging: $(PKG_RPM)"
 
 # --- tests (nothing outside build/packaging and a temp dir is touched) --------
 packaging-test:

@@ -11,9 +11,9 @@ apt_packages=(
 	qemu-system-x86 busybox-static
 	flex bison bc libelf-dev libssl-dev cpio kmod make gcc libc6-dev
 	libibverbs-dev rdma-core pkg-config python3 xz-utils fonts-dejavu-core
-	# peermem-check's verbs types (rdma-sys): its bindgen 0.59 needs libclang
-	# 14 (it panics on 19; .cargo/config.toml points it there) and librdmacm
-	librdmacm-dev libclang1-14
+	# peermem-check's verbs types (rdma-sys, its build script's bindgen
+	# runs on the libclang above: third_party/rdma-sys/README.md) need librdmacm
+	librdmacm-dev
 	# suite verbs (soft-RoCE in the VM): perftest, libibverbs tools, rxe provider, ip/rdma
 	perftest ibverbs-utils ibverbs-providers iproute2
 	# make bench-trace: single-steps the bench VM through QEMU's gdbstub

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build everything the VM runs: the test kernel (cached), the fixtures, the
-# module and its KUnit module, the guest binaries and the verdict.
+# module and its KUnit module (PEERMEM_KUNIT=1), the guest binaries and the verdict.
 # Prints the test kernel tree (KDIR) on stdout.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -65,9 +65,9 @@ if [ -f Kbuild ]; then
 	# sources only (mtimes kept: an unchanged tree rebuilds nothing)
 	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' \
 		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \
-		Kbuild kmod ffi | tar -C "$dropin" -xf -
+		VERSION Kbuild kmod ffi | tar -C "$dropin" -xf -
 	echo "build: nvidia_peermem_rs and nvidia-peermem.ko (drop-in)" >&2
-	make -s -C "$kdir" M="$repo" "${PEERMEM_KMAKE_ARGS[@]}" "${syms[@]}" -j"$jobs" modules >&2 &
+	make -s -C "$kdir" M="$repo" "${PEERMEM_KMAKE_ARGS[@]}" "${syms[@]}" PEERMEM_KUNIT=1 -j"$jobs" modules >&2 &
 	module_pid=$!
 	make -s -C "$kdir" M="$dropin" "${PEERMEM_KMAKE_ARGS[@]}" "${syms[@]}" PEERMEM_DROPIN=1 \
 		-j"$jobs" nvidia-peermem.ko >&2 2>&1 | grep -v "^nvidia_peermem_rs:" >&2 || true

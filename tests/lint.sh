@@ -38,10 +38,10 @@ kclippy() {
 	mkdir -p "$lintdir"
 	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' \
 		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \
-		Kbuild kmod ffi | tar -C "$lintdir" -xf -
+		VERSION Kbuild kmod ffi | tar -C "$lintdir" -xf -
 	touch "$lintdir/kmod/nvidia_peermem_rs.rs"
 	make -s -C "$kdir" M="$lintdir" "${PEERMEM_KMAKE_ARGS[@]}" "${syms[@]}" \
-		CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver modules 2>&1 | tee /dev/stderr |
+		PEERMEM_KUNIT=1 CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver modules 2>&1 | tee /dev/stderr |
 		{ ! grep -E "^(warning|error)"; }
 }
 

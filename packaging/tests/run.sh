@@ -28,7 +28,7 @@ repo=$(dirname "$pkg")
 out=${PKG_OUT:-$repo/build/packaging}
 res=$out/test
 name=nvidia-peermem-rs
-version=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$pkg/dkms/dkms.conf")
+version=$(cat "$repo/VERSION")
 jobs=${PACKAGING_JOBS:-2}
 rm -rf "$res"
 mkdir -p "$res"
@@ -62,7 +62,9 @@ die() {
 	echo "error: $*"
 	exit 1
 }
-mk() { make --no-print-directory -f "$pkg/packaging.mk" PKG_OUT="$out" "$@"; }
+# The tool's package takes the release build (test_deb_tool makes it).
+tool_bin=$repo/target/release/peermem-check
+mk() { make --no-print-directory -f "$pkg/packaging.mk" PKG_OUT="$out" PKG_TOOL_BIN="$tool_bin" "$@"; }
 
 # --- inputs ----------------------------------------------------------------
 kdir=${PACKAGING_KDIR:-}
@@ -76,7 +78,7 @@ echo "packaging-test: version $version, kernel ${kver:-none} (${kdir:-no KDIR})"
 # --- static checks ---------------------------------------------------------
 test_shellcheck() {
 	command -v shellcheck >/dev/null || die "shellcheck missing (packaging/deps.txt)"
-	shellcheck -s sh "$pkg/libexec/nvidia-peermem-rs-guard" "$pkg/deb/build-deb.sh" \
+	shellcheck -s sh "$pkg/libexec/nvidia-peermem-rs-guard" "$pkg/deb/build-deb.sh" "$pkg/deb/build-tool-deb.sh" \
 		"$repo/tests/scenarios/packaging_dkms_load.sh" &&
 		shellcheck -s bash "$pkg/tests/run.sh" &&
 		for s in postinst prerm postrm; do
@@ -102,6 +104,17 @@ test_dkms_conf() {
 			[ "$BUILD_EXCLUSIVE_CONFIG" = CONFIG_RUST ] &&
 			[ "$AUTOINSTALL" = yes ]
 	)
+}
+
+# A plain `make` (the top-level Makefile) without a kernel tree stops with
+# the DKMS Makefile's one-line reason, not with make's "No such file".
+test_make_no_kernel() {
+	local o
+	o=$(make --no-print-directory -C "$repo" KDIR="$T/no-kernel-tree" module 2>&1)
+	echo "$o"
+	[[ "$o" == *"nvidia-peermem-rs: error: no kernel build tree at KDIR=$T/no-kernel-tree"* ]] ||
+		die "make without a kernel tree did not give the build's error"
+	[[ "$o" != *"No such file or directory"* ]] || die "make went on into the missing tree"
 }
 
 # --- systemd unit -------------------------------------------------------------
@@ -173,10 +186,13 @@ test_guard() {
 # --- make install / uninstall ------------------------------------------------------
 # The expected list (packaging/expected/install-files.txt) with @PREFIX@ and
 # @VERSION@ filled in and @MODULE_SOURCES@ expanded to the module's files
-# as committed to git.
+# as committed to git, less the KUnit module's sources (test-only: the
+# KUnit module is built only with PEERMEM_KUNIT=1, never by DKMS).
+test_only_sources='^(kmod/nvidia_peermem_rs_kunit\.rs|kmod/kunit\.rs|kmod/kunit_mock\.rs|kmod/tests\.rs|ffi/shim_kunit\.c)$'
 expected_files() { # PREFIX(without leading /) SYSTEMD_DIR DOC_DIR
 	local prefix=$1 unitdir=$2 docdir=$3 srcs
-	srcs=$(cd "$repo" && git ls-files --cached -- Kbuild kmod ffi |
+	srcs=$(cd "$repo" && git ls-files --cached -- VERSION Kbuild kmod ffi |
+		grep -Ev "$test_only_sources" |
 		LC_ALL=C sort -u | while read -r f; do [ -f "$f" ] && echo "$f"; done)
 	sed -e '/^#/d' -e '/^$/d' -e "s|@UNITDIR@|$unitdir|" -e "s|@DOCDIR@|$docdir|" \
 		-e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" "$pkg/expected/install-files.txt" |
@@ -201,7 +217,7 @@ staged_install() { # PREFIX (e.g. /usr/local)
 	diff -u "$T/expected" "$T/printed" || die "packaging-print-files differs"
 	# Contents: the DKMS tree holds the repository's files unchanged.
 	local src=$d/usr/src/$name-$version f
-	for f in $(cd "$src" && find Kbuild kmod ffi -type f); do
+	for f in $(cd "$src" && find VERSION Kbuild kmod ffi -type f); do
 		cmp "$repo/$f" "$src/$f" || die "$f differs from the repository"
 	done
 	# Paths inside the files follow PREFIX.
@@ -346,7 +362,9 @@ test_dkms_source() {
 	mk dkms-source || return 1
 	(cd "$st" && find . -type f | sed 's|^\./||' | LC_ALL=C sort) >"$res/dkms-source.files"
 	expected_files usr/local x x | sed -n "s|^usr/src/$name-$version/||p" >"$T/exp-src"
-	diff -u "$T/exp-src" "$res/dkms-source.files" || die "DKMS tree is not exactly dkms.conf Makefile Kbuild kmod/ ffi/"
+	diff -u "$T/exp-src" "$res/dkms-source.files" || die "DKMS tree is not exactly dkms.conf Makefile VERSION Kbuild kmod/ ffi/"
+	# Nothing test-only goes to /usr/src: no KUnit source, no notes.
+	! grep -Ei 'kunit|\.md$' "$res/dkms-source.files" || die "test-only files in the DKMS tree"
 	cmp "$pkg/dkms/dkms.conf" "$st/dkms.conf" && cmp "$pkg/dkms/Makefile" "$st/Makefile"
 }
 
@@ -643,6 +661,77 @@ test_deb_dropin() {
 	echo "deb (drop-in): $deb ($(stat -c %s "$deb") bytes)"
 }
 
+# peermem-check's own package: the program the documentation tells users
+# to run, built as users build it, version from VERSION.
+test_deb_tool() {
+	local arch deb x=$T/debtool
+	arch=$(dpkg --print-architecture)
+	deb=$out/peermem-check_$version-1_$arch.deb
+	rm -f "$deb"
+	(cd "$repo" && cargo build -q --release --locked -p peermem-check) || die "cargo build of peermem-check"
+	mk deb-tool >/dev/null || return 1
+	[ -f "$deb" ] || die "no $deb"
+	dpkg-deb -I "$deb" | tee "$res/deb-tool-info.txt"
+	dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {print $NF}' | sed 's|^\./||' | LC_ALL=C sort >"$res/deb-tool.files"
+	printf '%s\n' usr/bin/peermem-check usr/share/doc/peermem-check/README.md \
+		usr/share/doc/peermem-check/changelog.Debian.gz usr/share/doc/peermem-check/copyright |
+		LC_ALL=C sort >"$T/exp-tool"
+	diff -u "$T/exp-tool" "$res/deb-tool.files" || die "peermem-check deb file list"
+	[ "$(dpkg-deb -f "$deb" Package)" = peermem-check ] &&
+		[ "$(dpkg-deb -f "$deb" Version)" = "$version-1" ] &&
+		[ "$(dpkg-deb -f "$deb" Architecture)" = "$arch" ] &&
+		[[ "$(dpkg-deb -f "$deb" Depends)" == "libc6 (>= 2."*", libgcc-s1" ]] || die "control fields"
+	mkdir -p "$x" && dpkg-deb -x "$deb" "$x" || die "unpack"
+	[ "$(stat -c %a "$x/usr/bin/peermem-check")" = 755 ] || die "peermem-check is not 0755"
+	# It runs from the package, says the package's version, and doctor
+	# works on a fixture tree without libibverbs or libcuda.
+	[ "$("$x/usr/bin/peermem-check" --version)" = "peermem-check $version" ] || die "version"
+	"$x/usr/bin/peermem-check" doctor --no-cuda --root "$repo/tools/peermem-check/tests/fixtures/pass" >/dev/null ||
+		die "the packaged peermem-check doctor fails on the pass fixture"
+	# The DKMS package points at it.
+	mk deb >/dev/null || return 1
+	[ "$(dpkg-deb -f "$out/$name-dkms_$version-1_all.deb" Recommends)" = peermem-check ] ||
+		die "the DKMS package does not recommend peermem-check"
+	lintian "$deb" >"$res/lintian-tool.txt" 2>&1
+	cat "$res/lintian-tool.txt"
+	! grep -q '^E:' "$res/lintian-tool.txt" || die "lintian errors: $(grep '^E:' "$res/lintian-tool.txt")"
+	echo "deb (tool): $deb ($(stat -c %s "$deb") bytes)"
+}
+
+# The RPM of the DKMS source, as far as a Debian host can check one: it
+# builds with rpmbuild, is noarch, requires dkms, marks /etc as config,
+# runs dkms add/install and remove in its scriptlets, and carries exactly
+# the DKMS tree of make dkms-source and the files of make install. Not
+# checked: installing it on an RPM distribution (none here).
+test_rpm() {
+	local rpm=$out/rpm/RPMS/noarch/$name-$version-1.noarch.rpm x=$T/rpmx
+	command -v rpmbuild >/dev/null || die "rpmbuild missing (packaging/deps.txt: rpm)"
+	mk rpm >"$res/rpmbuild.log" 2>&1 || { tail -n 20 "$res/rpmbuild.log"; die "make rpm failed"; }
+	[ -f "$rpm" ] || die "no $rpm"
+	rpm -qpi "$rpm" | tee "$res/rpm-info.txt"
+	[ "$(rpm -qp --qf '%{ARCH} %{VERSION} %{LICENSE}' "$rpm")" = "noarch $version GPL-2.0-only" ] ||
+		die "rpm header: $(rpm -qp --qf '%{ARCH} %{VERSION} %{LICENSE}' "$rpm")"
+	rpm -qp --requires "$rpm" | grep -qx 'dkms >= 3.0.11' || die "the RPM does not require dkms"
+	[ "$(rpm -qpc "$rpm" | LC_ALL=C sort | tr '\n' ' ')" = "/etc/modprobe.d/$name.conf /etc/$name/build.conf " ] ||
+		die "config files: $(rpm -qpc "$rpm")"
+	rpm -qp --scripts "$rpm" >"$res/rpm-scripts.txt"
+	grep -q "dkms add -m $name -v $version" "$res/rpm-scripts.txt" &&
+		grep -q "dkms install -m $name -v $version" "$res/rpm-scripts.txt" &&
+		grep -q "dkms remove -m $name -v $version --all" "$res/rpm-scripts.txt" ||
+		die "scriptlets: $(cat "$res/rpm-scripts.txt")"
+	rm -rf "$x" && mkdir -p "$x" && (cd "$x" && rpm2cpio "$rpm" | cpio -idm --quiet) || die "unpack"
+	(cd "$x" && find . -type f | sed 's|^\./||' | LC_ALL=C sort) >"$res/rpm.files"
+	{
+		expected_files usr usr/lib/systemd/system "usr/share/doc/$name"
+		echo "usr/share/licenses/$name-$version/LICENSE"
+	} | LC_ALL=C sort >"$T/exp-rpm"
+	diff -u "$T/exp-rpm" "$res/rpm.files" || die "RPM file list"
+	mk -s dkms-source >/dev/null || return 1
+	diff -r "$out/dkms/$name-$version" "$x/usr/src/$name-$version" || die "the RPM's DKMS tree differs from make dkms-source"
+	systemd-analyze verify --man=no "$x/usr/lib/systemd/system/$name.service" || die "unit in the RPM"
+	echo "rpm: $rpm ($(stat -c %s "$rpm") bytes)"
+}
+
 test_lintian() {
 	local deb=$out/$name-dkms_$version-1_all.deb
 	command -v lintian >/dev/null || die "lintian missing (packaging/deps.txt)"
@@ -685,13 +774,16 @@ printf '#!/bin/sh\necho "rustc 1.0.0 (fake)"\n' >"$T/fake-rustc"
 chmod 755 "$T/fake-rustc"
 t lint-shellcheck test_shellcheck
 t dkms-conf test_dkms_conf
+t make-no-kernel test_make_no_kernel
 t systemd-verify test_systemd_verify
 t systemd-conditions test_systemd_conditions
 t guard test_guard
 t install-usr-local test_install_usr_local
 t install-usr test_install_usr
+t deb-tool test_deb_tool
 t deb test_deb
 t lintian test_lintian
+t rpm test_rpm
 t deb-dropin test_deb_dropin
 if [ -z "$kver" ]; then
 	bad "dkms (no Rust-enabled kernel tree: see $res/kernel.log)"

@@ -92,7 +92,7 @@ build_copy() {
 		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \
 		--exclude='Module.symvers' --exclude='modules.order' \
 		--exclude='tests/fixtures/r525' --exclude='tests/fixtures/driver-copy' \
-		Kbuild kmod ffi tests/fixtures | tar -C "$dst" -xf -
+		VERSION Kbuild kmod ffi tests/fixtures | tar -C "$dst" -xf -
 	make -s -C "$kdir" M="$dst/tests/fixtures" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" \
 		FIXTURES_ONLY="nvidia_p2p_sim.o peerdirect_sim.o peermem_sim.o peermem_refclient.o" \
 		modules >&2

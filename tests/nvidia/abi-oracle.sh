@@ -8,7 +8,7 @@
 #       prototype the module relies on; a difference names the field.
 #   nvidia-abi:<version>:module-build  (with KDIR) `make modules` with
 #       NVIDIA_SRC=<the package's tree>, as a user or dkms builds it (the
-#       module and, on a CONFIG_KUNIT kernel, its KUnit module): ffi/shim.c
+#       module and, with PEERMEM_KUNIT=1 on a CONFIG_KUNIT kernel, its KUnit module): ffi/shim.c
 #       and the bindings from NVIDIA's nv-p2p.h, the compile-time layout pins
 #       of kmod/abi.rs checked against them. The build reads nothing of the tree
 #       but nvidia/nv-p2p.h (an unbuilt tree has no Module.symvers), so
@@ -114,12 +114,12 @@ while read -r ver dir; do
 	mkdir -p "$m"
 	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' \
 		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \
-		Kbuild kmod ffi | tar -C "$m" -xf -
+		VERSION Kbuild kmod ffi | tar -C "$m" -xf -
 	t0=$(date +%s)
 	log=$logdir/$ver-module-build.log
 	ok=false
 	reason=
-	if ! make -C "$kdir" M="$m" "${PEERMEM_KMAKE_ARGS[@]}" -j"$(nproc)" NVIDIA_SRC="$dir" \
+	if ! make -C "$kdir" M="$m" "${PEERMEM_KMAKE_ARGS[@]}" -j"$(nproc)" NVIDIA_SRC="$dir" PEERMEM_KUNIT=1 \
 		modules >"$log" 2>&1; then
 		reason="nvidia_peermem_rs does not build with NVIDIA_SRC=$dir (see $log)"
 	elif ! grep -q "$dir/nvidia/nv-p2p.h" "$m/ffi/.shim.o.cmd"; then

@@ -62,6 +62,9 @@ done
 doc=$(peermem-check doctor 2>&1)
 echo "$doc" | grep -q "nvidia_peermem loaded (nvidia-peermem-rs drop-in" ||
 	fail "doctor does not name the drop-in: $(echo "$doc" | grep -i peer-memory)"
+# doctor reads depmod's choice as modprobe does, and tells ours by its .modinfo.
+echo "$doc" | grep -qF "[PASS] modprobe nvidia-peermem: loads the nvidia-peermem-rs drop-in: $ours" ||
+	fail "doctor does not say modprobe nvidia-peermem loads the drop-in: $(echo "$doc" | grep -F 'modprobe nvidia-peermem')"
 check "validate --backend sim passes through the drop-in" \
 	peermem-check validate --backend sim --size 1M --iterations 2
 # modprobe -r also tries the dependencies (the simulated core and provider,
@@ -74,6 +77,9 @@ unload_sim_stack
 # Removing the drop-in gives the driver's copy back.
 rm -f "$ours"
 kdepmod || fail "depmod after removing the drop-in failed"
+doc=$(peermem-check doctor 2>&1)
+echo "$doc" | grep -qF "modprobe nvidia-peermem: loads NVIDIA's module: $theirs" ||
+	fail "doctor does not say modprobe nvidia-peermem loads the driver's copy: $(echo "$doc" | grep -F 'modprobe nvidia-peermem')"
 modprobe nvidia-peermem || fail "modprobe nvidia-peermem failed once the drop-in was removed"
 [ -d /sys/module/nvidia_peermem ] || fail "the driver's copy did not load"
 [ ! -e /sys/module/nvidia_peermem/parameters/coalesce_sg ] ||

@@ -5,7 +5,7 @@
 # refuses a second peer-memory client. make packaging-test packs
 #   /extra/dkms/lib/modules/<release>/...   the DKMS install tree
 #   /extra/packaging/                       guard script, modprobe.d file
-# with PEERMEM_VM_EXTRA (tests/vm/NEEDS-packaging.md).
+# with PEERMEM_VM_EXTRA (docs/lab-notes/vm-packaging.md).
 # shellcheck source=/dev/null
 . /scenarios/lib.sh
 

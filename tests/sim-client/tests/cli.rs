@@ -95,7 +95,7 @@ fn missing_device_is_a_clear_error() {
 
 #[test]
 fn operation_errors_name_the_errno() {
-    // Convention of NEEDS-fixtures.md: exit 1 and `error=ENAME errno=N`.
+    // Convention of docs/lab-notes/simtest-commands.md: exit 1 and `error=ENAME errno=N`.
     let o = simtest(&["--dev", "/dev/null", "gpu-alloc", "64K"]);
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(stdout(&o).trim(), "error=ENOTTY errno=25");

@@ -114,7 +114,7 @@ pub fn mib_s(bytes: u64, d: Duration) -> f64 {
 /// Human size: 64K, 2M, 1G.
 pub fn size_label(n: u64) -> String {
     for (shift, suf) in [(30, "G"), (20, "M"), (10, "K")] {
-        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
+        if n >= 1 << shift && n % (1 << shift) == 0 {
             return format!("{}{suf}", n >> shift);
         }
     }
@@ -174,8 +174,15 @@ pub fn table(b: &BenchResult) -> Vec<String> {
             }
         }
     }
+    if b.backend == "real" && b.results.iter().any(|r| r.direct_mib_s.is_some()) {
+        out.push(DIRECT_NOTE.to_string());
+    }
     out
 }
+
+/// What the "direct" column is, printed under every table: it is not a
+/// link-bandwidth figure.
+pub const DIRECT_NOTE: &str = "direct: one RDMA WRITE at a time, each completion waited for, over a loopback QP on one port: a per-transfer figure for comparing direct with bounce on this node, NOT comparable with ib_write_bw (many writes in flight between two ports)";
 
 /// A progress bar on stderr; hidden in JSON mode, when stderr is not a
 /// terminal (indicatif's own check), and when TERM is unset or `dumb` (a
@@ -249,5 +256,12 @@ mod tests {
         std::fs::write(&p, "{").unwrap();
         assert!(load(&p).is_err());
         assert!(table(&back).len() >= 4);
+        // The real backend's direct figure says what it is not.
+        assert!(!table(&back).iter().any(|l| l.contains("ib_write_bw")));
+        let real = BenchResult {
+            backend: "real".into(),
+            ..back.clone()
+        };
+        assert_eq!(table(&real).last().map(String::as_str), Some(DIRECT_NOTE));
     }
 }

@@ -63,6 +63,11 @@ struct DoctorArgs {
     /// Do not load libcuda to query GPU attributes.
     #[arg(long)]
     no_cuda: bool,
+    /// Also write a diagnostics bundle to FILE ("-": stdout): doctor's
+    /// report with the versions, module state, configuration, DKMS and
+    /// systemd state and kernel log lines behind it, for a bug report.
+    #[arg(long, value_name = "FILE")]
+    bundle: Option<PathBuf>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,17 +141,18 @@ pub struct ValidateArgs {
     /// Pattern seed (default: from the clock; printed for replay).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// CUDA device ordinal (real backend).
-    #[arg(long, default_value_t = 0)]
+    /// CUDA device ordinal (real backend; perftest's --use_cuda).
+    #[arg(long, alias = "use_cuda", default_value_t = 0)]
     pub gpu: i32,
-    /// RDMA device name, e.g. mlx5_0 (real backend; default: the first).
-    #[arg(long)]
+    /// RDMA device name, e.g. mlx5_0 (real backend; default: the one nearest
+    /// to the GPU in the PCIe topology).
+    #[arg(short = 'd', long, alias = "ib-dev")]
     pub device: Option<String>,
     /// RDMA port (real backend).
-    #[arg(long, default_value_t = 1)]
+    #[arg(short = 'i', long, alias = "ib-port", default_value_t = 1)]
     pub port: u8,
     /// GID index for RoCE (real backend; default: first usable).
-    #[arg(long)]
+    #[arg(short = 'x', long)]
     pub gid_index: Option<u8>,
     /// Registration path (real backend).
     #[arg(long, value_enum, default_value = "both")]
@@ -189,13 +195,17 @@ pub struct BenchArgs {
     /// Do not render the PNG.
     #[arg(long)]
     pub no_plot: bool,
-    #[arg(long, default_value_t = 0)]
+    /// CUDA device ordinal (perftest's --use_cuda).
+    #[arg(long, alias = "use_cuda", default_value_t = 0)]
     pub gpu: i32,
-    #[arg(long)]
+    /// RDMA device name (default: the one nearest to the GPU).
+    #[arg(short = 'd', long, alias = "ib-dev")]
     pub device: Option<String>,
-    #[arg(long, default_value_t = 1)]
+    /// RDMA port.
+    #[arg(short = 'i', long, alias = "ib-port", default_value_t = 1)]
     pub port: u8,
-    #[arg(long)]
+    /// GID index for RoCE (default: first usable).
+    #[arg(short = 'x', long)]
     pub gid_index: Option<u8>,
     /// The memory registered and written (real backend; host: no GPU).
     #[arg(long, value_enum, default_value = "gpu")]
@@ -359,18 +369,47 @@ fn doctor_cmd(a: &DoctorArgs, json: bool) -> ExitCode {
         root.read("/cuda.json")
             .and_then(|s| serde_json::from_str::<gpuinfo::CudaView>(&s).ok())
     };
-    let checks = doctor::run(&doctor::Inputs { root, cuda });
+    let checks = doctor::run(&doctor::Inputs {
+        root: root.clone(),
+        cuda,
+    });
     let s = Summary::of(&checks);
+    let doc = json!({
+        "tool": "peermem-check",
+        "version": env!("CARGO_PKG_VERSION"),
+        "command": "doctor",
+        "root": a.root,
+        "verdict": s.overall(),
+        "summary": s,
+        "checks": checks,
+    });
+    if let Some(file) = &a.bundle {
+        let text = doctor::bundle::bundle(
+            &root,
+            &checks,
+            &serde_json::to_string_pretty(&doc).unwrap_or_default(),
+        );
+        let written = if file.as_os_str() == "-" {
+            use std::io::Write;
+            std::io::stdout().write_all(text.as_bytes())
+        } else {
+            std::fs::write(file, &text)
+        };
+        match written {
+            Ok(()) if file.as_os_str() == "-" => return exit_of(s.overall()),
+            Ok(()) => eprintln!(
+                "peermem-check: diagnostics bundle written to {} ({} bytes): read it, then attach it to the report",
+                file.display(),
+                text.len()
+            ),
+            Err(e) => {
+                eprintln!("peermem-check: cannot write {}: {e}", file.display());
+                return ExitCode::from(1);
+            }
+        }
+    }
     if json {
-        report::print_json(&json!({
-            "tool": "peermem-check",
-            "version": env!("CARGO_PKG_VERSION"),
-            "command": "doctor",
-            "root": a.root,
-            "verdict": s.overall(),
-            "summary": s,
-            "checks": checks,
-        }));
+        report::print_json(&doc);
     } else {
         report::print_human(&checks);
         println!(
@@ -382,7 +421,12 @@ fn doctor_cmd(a: &DoctorArgs, json: bool) -> ExitCode {
             doctor::verdict_line(s.overall())
         );
     }
-    if s.overall() == Verdict::Fail {
+    exit_of(s.overall())
+}
+
+/// doctor's exit status: 1 when a check failed.
+fn exit_of(v: Verdict) -> ExitCode {
+    if v == Verdict::Fail {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

@@ -143,7 +143,7 @@ fn latency(b: &BenchResult, area: &Area) -> Result<(), Box<dyn std::error::Error
 fn bandwidth(b: &BenchResult, area: &Area) -> Result<(), Box<dyn std::error::Error>> {
     let series: Vec<Series> = vec![
         (
-            "direct (RDMA into GPU)",
+            "direct (RDMA into GPU, one write at a time, loopback)",
             RGBColor(0, 140, 0),
             b.results
                 .iter()

@@ -128,16 +128,28 @@ impl Summary {
     }
 }
 
-/// Prints checks for humans: `[PASS] title: detail` and `       fix: ...`.
-pub fn print_human(checks: &[Check]) {
+/// Checks for humans: `[PASS] title: detail` and `       fix: ...` lines.
+pub fn human(checks: &[Check]) -> String {
+    let mut out = String::new();
     for c in checks {
-        println!("[{}] {}: {}", c.verdict.tag(), c.title, c.detail);
+        out.push_str(&format!(
+            "[{}] {}: {}\n",
+            c.verdict.tag(),
+            c.title,
+            c.detail
+        ));
         if let Some(f) = &c.fix {
             if c.verdict != Verdict::Pass {
-                println!("       fix: {f}");
+                out.push_str(&format!("       fix: {f}\n"));
             }
         }
     }
+    out
+}
+
+/// Prints checks for humans (see [`human`]).
+pub fn print_human(checks: &[Check]) {
+    print!("{}", human(checks));
 }
 
 /// Prints a JSON value, pretty.

@@ -101,6 +101,8 @@ fn doctor_warn_tree() {
         "pcie_topology",
         "bar1",
         "kernel_log",
+        "systemd_unit",
+        "modprobe_target",
     ] {
         assert_eq!(verdict_of(&v, id), "warn", "{id}");
     }
@@ -121,12 +123,15 @@ fn doctor_fail_tree() {
         "peer_memory_client",
         "peerdirect_core",
         "peerdirect_support",
-        "pcie_topology",
         "gpu_attributes",
         "kernel_log",
+        "dkms_state",
+        "systemd_unit",
     ] {
         assert_eq!(verdict_of(&v, id), "fail", "{id}");
     }
+    // GPU and NIC on different sockets work, slowly: a warning.
+    assert_eq!(verdict_of(&v, "pcie_topology"), "warn");
     let text = String::from_utf8(run(&["doctor", "--root", &fixture("fail")]).stdout).unwrap();
     assert!(
         text.contains("[FAIL] Peer-memory client: nvidia_peermem, nv_peer_mem are all loaded"),
@@ -160,7 +165,7 @@ fn doctor_on_an_empty_tree_explains_everything() {
     let o = run(&["doctor", "--json", "--root", dir.path().to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     let v = json_of(&o);
-    assert_eq!(v["checks"].as_array().unwrap().len(), 13);
+    assert_eq!(v["checks"].as_array().unwrap().len(), 16);
     for c in v["checks"].as_array().unwrap() {
         assert!(!c["detail"].as_str().unwrap().is_empty(), "{c}");
         if c["verdict"] == "fail" {
@@ -519,5 +524,213 @@ fn doctor_tells_the_drop_in_from_nvidias_module() {
         detail().contains("nvidia-peermem-rs drop-in"),
         "{}",
         detail()
+    );
+}
+
+/// One check of doctor's JSON on a fake root.
+fn check_of(root: &str, id: &str) -> Value {
+    let v = json_of(&run(&["doctor", "--json", "--no-cuda", "--root", root]));
+    v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no check {id}: {v}"))
+        .clone()
+}
+
+#[test]
+fn doctor_fails_a_driver_older_than_515() {
+    let tree = FakeRoot::new();
+    let root = tree.path();
+    tree.write("/sys/module/nvidia/version", "470.256.02\n");
+    let c = check_of(&root, "nvidia_driver");
+    assert_eq!(c["verdict"], "fail", "{c}");
+    assert!(
+        c["detail"].as_str().unwrap().contains("older than 515"),
+        "{c}"
+    );
+    tree.write("/sys/module/nvidia/version", "515.43.04\n");
+    assert_eq!(check_of(&root, "nvidia_driver")["verdict"], "pass");
+}
+
+#[test]
+fn doctor_dkms_states() {
+    let tree = FakeRoot::new();
+    let root = tree.path();
+    let w = |p: &str, t: &str| tree.write(p, t);
+    // Nothing registered, nothing loaded: not installed from the package.
+    w("/proc/sys/kernel/osrelease", "6.12.9-rust\n");
+    w("/proc/sys/kernel/arch", "x86_64\n");
+    assert_eq!(check_of(&root, "dkms_state")["verdict"], "skip");
+    // Loaded by hand, not registered: the next kernel gets nothing.
+    w("/sys/module/nvidia_peermem_rs/version", "0.1.0\n");
+    assert_eq!(check_of(&root, "dkms_state")["verdict"], "warn");
+    // Registered, kernel without Rust: DKMS skips it.
+    w(
+        "/var/lib/dkms/nvidia-peermem-rs/0.1.0/source/dkms.conf",
+        "\n",
+    );
+    w("/boot/config-6.12.9-rust", "CONFIG_RUST is not set\n");
+    let c = check_of(&root, "dkms_state");
+    assert_eq!(c["verdict"], "fail", "{c}");
+    assert!(c["detail"].as_str().unwrap().contains("CONFIG_RUST"), "{c}");
+    // A Rust kernel, built but not installed.
+    w("/boot/config-6.12.9-rust", "CONFIG_RUST=y\n");
+    w(
+        "/var/lib/dkms/nvidia-peermem-rs/0.1.0/6.12.9-rust/x86_64/module/nvidia_peermem_rs.ko.xz",
+        "",
+    );
+    let c = check_of(&root, "dkms_state");
+    assert_eq!(c["verdict"], "fail", "{c}");
+    assert!(
+        c["fix"]
+            .as_str()
+            .unwrap()
+            .contains("dkms install nvidia-peermem-rs/0.1.0 -k 6.12.9-rust"),
+        "{c}"
+    );
+    // Installed.
+    w(
+        "/lib/modules/6.12.9-rust/updates/dkms/nvidia_peermem_rs.ko.xz",
+        "",
+    );
+    assert_eq!(check_of(&root, "dkms_state")["verdict"], "pass");
+}
+
+#[test]
+fn doctor_systemd_unit_states() {
+    let tree = FakeRoot::new();
+    let root = tree.path();
+    let w = |p: &str, t: &str| tree.write(p, t);
+    assert_eq!(check_of(&root, "systemd_unit")["verdict"], "skip");
+    w(
+        "/usr/lib/systemd/system/nvidia-peermem-rs.service",
+        "[Unit]\n",
+    );
+    w(
+        "/systemctl_show.txt",
+        "ActiveState=inactive\nConditionResult=yes\n",
+    );
+    assert_eq!(check_of(&root, "systemd_unit")["verdict"], "warn");
+    w(
+        "/etc/systemd/system/multi-user.target.wants/nvidia-peermem-rs.service",
+        "",
+    );
+    w(
+        "/systemctl_show.txt",
+        "ActiveState=inactive\nConditionResult=no\n",
+    );
+    let c = check_of(&root, "systemd_unit");
+    assert_eq!(c["verdict"], "warn", "{c}");
+    assert!(
+        c["detail"].as_str().unwrap().contains("skipped at boot"),
+        "{c}"
+    );
+    w(
+        "/systemctl_show.txt",
+        "ActiveState=failed\nResult=exit-code\n",
+    );
+    let c = check_of(&root, "systemd_unit");
+    assert_eq!(c["verdict"], "fail", "{c}");
+    assert!(
+        c["fix"]
+            .as_str()
+            .unwrap()
+            .contains("journalctl -b -u nvidia-peermem-rs.service"),
+        "{c}"
+    );
+    w(
+        "/systemctl_show.txt",
+        "ActiveState=active\nConditionResult=yes\n",
+    );
+    assert_eq!(check_of(&root, "systemd_unit")["verdict"], "pass");
+}
+
+#[test]
+fn doctor_names_the_module_modprobe_nvidia_peermem_loads() {
+    let tree = FakeRoot::new();
+    let root = tree.path();
+    let w = |p: &str, t: &str| tree.write(p, t);
+    let k = "/lib/modules/6.12.9-rust";
+    w("/proc/sys/kernel/osrelease", "6.12.9-rust\n");
+    w(
+        &format!("{k}/modules.dep"),
+        "kernel/drivers/video/nvidia-peermem.ko:\n",
+    );
+    w(
+        &format!("{k}/kernel/drivers/video/nvidia-peermem.ko"),
+        "\0version=580.65.06\0parmtype=peerdirect_support:int\0",
+    );
+    let c = check_of(&root, "modprobe_target");
+    assert_eq!(c["verdict"], "pass", "{c}");
+    assert!(
+        c["detail"].as_str().unwrap().contains("NVIDIA's module"),
+        "{c}"
+    );
+    // depmod chose the drop-in in updates/dkms.
+    w(
+        &format!("{k}/modules.dep"),
+        "updates/dkms/nvidia-peermem.ko.zst:\nkernel/drivers/video/nvidia.ko:\n",
+    );
+    w(
+        &format!("{k}/updates/dkms/nvidia-peermem.ko.zst"),
+        "\0version=0.1.0\0parmtype=coalesce_sg:bool\0",
+    );
+    let c = check_of(&root, "modprobe_target");
+    assert_eq!(c["verdict"], "pass", "{c}");
+    assert!(c["detail"].as_str().unwrap().contains("drop-in"), "{c}");
+    assert_eq!(c["data"]["ours"], true, "{c}");
+}
+
+#[test]
+fn doctor_bundle_collects_the_facts_and_no_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bundle.txt");
+    let o = bin()
+        .args([
+            "doctor",
+            "--no-cuda",
+            "--root",
+            &fixture("fail"),
+            "--bundle",
+        ])
+        .arg(&file)
+        .env("PEERMEM_TEST_SECRET", "hunter2-not-for-bundles")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "doctor's own exit status");
+    let b = std::fs::read_to_string(&file).unwrap();
+    for want in [
+        "diagnostics bundle",
+        "===== doctor\n[PASS] NVIDIA driver",
+        "\"command\": \"doctor\"",
+        "===== file /proc/driver/nvidia/version\nNVRM version",
+        "===== parameters /sys/module/nvidia_peermem/parameters\n",
+        "nvidia-peermem-rs: error: no MLNX_OFED/DOCA-OFED kernel tree found",
+        "Unknown symbol ib_register_peer_memory_client",
+        "===== command journalctl -b --no-pager -o cat -n 200 -u nvidia-peermem-rs.service\n(no journal.txt",
+    ] {
+        assert!(b.contains(want), "bundle lacks {want:?}:\n{b}");
+    }
+    assert!(
+        !b.contains("hunter2"),
+        "the environment leaked into the bundle"
+    );
+    // "-": the bundle on stdout, nothing else there.
+    let o = run(&[
+        "doctor",
+        "--no-cuda",
+        "--root",
+        &fixture("pass"),
+        "--bundle",
+        "-",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.starts_with("peermem-check "), "{out}");
+    assert!(
+        !out.contains("doctor: "),
+        "the human summary line went to stdout too"
     );
 }

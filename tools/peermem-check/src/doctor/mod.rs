@@ -3,7 +3,9 @@
 //! and a one-line fix. All inputs come from a [`SysRoot`] (so tests run the
 //! checks against fixture trees) plus an optional CUDA view.
 
+pub mod bundle;
 pub mod dmesg;
+pub mod install;
 pub mod pci;
 pub mod sysroot;
 
@@ -28,6 +30,9 @@ pub const NCCL_PATHS: &[&str] = &[
     "/sys/module/nvidia_peermem/version",
 ];
 
+/// The oldest driver branch whose P2P page tables the module reads.
+pub const MIN_DRIVER_MAJOR: u32 = 515;
+
 /// BAR1 smaller than this limits how much GPU memory can be exposed.
 const BAR1_SMALL: u64 = 256 << 20;
 
@@ -46,6 +51,9 @@ pub fn run(inp: &Inputs) -> Vec<Check> {
     let mut checks = vec![
         nvidia_driver(r, &gpus),
         peer_memory_client(r),
+        install::dkms_state(r),
+        install::systemd_unit(r),
+        install::modprobe_target(r),
         p2p_page_table(r),
         nccl_detection(r),
         peerdirect_core(r),
@@ -122,6 +130,21 @@ fn nvidia_driver(r: &SysRoot, gpus: &[PciDevice]) -> Check {
     let v = version.clone().unwrap_or_else(|| "unknown version".into());
     let data =
         json!({"loaded": true, "version": version, "flavour": flavour, "gpus_on_bus": gpus.len()});
+    // Before 515 the P2P page table is older than any the module reads: it
+    // refuses every registration (kmod/p2p.rs).
+    let major = version
+        .as_deref()
+        .and_then(|v| v.split('.').next())
+        .and_then(|m| m.parse::<u32>().ok());
+    if let Some(m) = major.filter(|m| *m < MIN_DRIVER_MAJOR) {
+        return Check::fail(
+            "nvidia_driver",
+            T,
+            format!("{v}, {flavour} kernel modules: older than {MIN_DRIVER_MAJOR}; nvidia_peermem_rs refuses its P2P page tables (driver {m})"),
+        )
+        .fix(format!("install NVIDIA driver {MIN_DRIVER_MAJOR} or newer (R535+ recommended)"))
+        .data(data);
+    }
     match flavour {
         "proprietary" => Check::pass(
             "nvidia_driver",
@@ -570,8 +593,10 @@ fn pcie_topology(gpus: &[PciDevice], nics: &[Nic]) -> Check {
         Link::PHB | Link::NODE => Check::warn("pcie_topology", T, detail)
             .fix("traffic crosses the CPU root complex: put GPU and NIC under one PCIe switch for full bandwidth")
             .data(data),
-        Link::SYS => Check::fail("pcie_topology", T, detail)
-            .fix("GPU and NIC are on different CPU sockets: use a NIC on the GPU's socket")
+        // Works, through the inter-socket link, at a fraction of the
+        // bandwidth: a warning, not a failure.
+        Link::SYS => Check::warn("pcie_topology", T, detail)
+            .fix("GPU and NIC are on different CPU sockets: traffic crosses the inter-socket link; use a NIC on the GPU's socket")
             .data(data),
     }
 }

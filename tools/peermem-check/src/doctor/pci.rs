@@ -104,6 +104,37 @@ pub fn classify(a: &PciDevice, b: &PciDevice) -> Link {
     }
 }
 
+/// An RDMA device as seen from one GPU: its PCI link class to the GPU, or
+/// `None` when it has no PCI function (soft-RoCE) or the GPU is unknown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Candidate {
+    pub name: String,
+    pub link: Option<Link>,
+}
+
+/// The RDMA devices of `/sys/class/infiniband`, nearest to the GPU at PCI
+/// address `gpu_bdf` first (PIX before PXB before PHB, NODE, SYS; devices
+/// without a PCI function last), by name among equals: the order
+/// `validate` and `bench` pick from when no `-d` is given.
+pub fn rdma_devices_by_distance(root: &SysRoot, gpu_bdf: Option<&str>) -> Vec<Candidate> {
+    let gpu = gpu_bdf.and_then(|b| device_at(root, &format!("/sys/bus/pci/devices/{b}")));
+    let mut v: Vec<Candidate> = root
+        .list("/sys/class/infiniband")
+        .into_iter()
+        .map(|name| {
+            let link = gpu.as_ref().and_then(|g| {
+                device_at(root, &format!("/sys/class/infiniband/{name}/device"))
+                    .map(|n| classify(g, &n))
+            });
+            Candidate { name, link }
+        })
+        .collect();
+    // `None` sorts after every link: Option's order puts None first, so
+    // compare on (is_none, link).
+    v.sort_by(|a, b| (a.link.is_none(), a.link, &a.name).cmp(&(b.link.is_none(), b.link, &b.name)));
+    v
+}
+
 /// The bridges P2P traffic between `a` and `b` crosses: from the deepest
 /// common bridge down to each device, endpoints and host bridge excluded.
 pub fn bridges_between(a: &PciDevice, b: &PciDevice) -> Vec<String> {
@@ -221,6 +252,53 @@ mod tests {
             path: path.iter().map(|s| s.to_string()).collect(),
             numa_node: numa,
         }
+    }
+
+    #[test]
+    fn rdma_devices_nearest_to_the_gpu_first() {
+        use std::os::unix::fs::symlink;
+        let t = tempfile::tempdir().unwrap();
+        let root = SysRoot::new(t.path());
+        let mk = |path: &str, numa: i64| {
+            let d = t.path().join(path.trim_start_matches('/'));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("numa_node"), format!("{numa}\n")).unwrap();
+            d
+        };
+        let link = |from: &str, to: &std::path::Path| {
+            let f = t.path().join(from.trim_start_matches('/'));
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            symlink(to, f).unwrap();
+        };
+        let gpu = mk(
+            "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0",
+            0,
+        );
+        link("/sys/bus/pci/devices/0000:03:00.0", &gpu);
+        // mlx5_0 on the other socket, mlx5_1 on the GPU's switch, rxe0 no PCI.
+        let far = mk("/sys/devices/pci0000:80/0000:80:01.0/0000:81:00.0", 1);
+        link("/sys/class/infiniband/mlx5_0/device", &far);
+        let near = mk(
+            "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0/0000:04:00.0",
+            0,
+        );
+        link("/sys/class/infiniband/mlx5_1/device", &near);
+        std::fs::create_dir_all(t.path().join("sys/class/infiniband/rxe0")).unwrap();
+        let got = rdma_devices_by_distance(&root, Some("0000:03:00.0"));
+        let names: Vec<(&str, Option<Link>)> =
+            got.iter().map(|c| (c.name.as_str(), c.link)).collect();
+        assert_eq!(
+            names,
+            vec![
+                ("mlx5_1", Some(Link::PIX)),
+                ("mlx5_0", Some(Link::SYS)),
+                ("rxe0", None)
+            ]
+        );
+        // No GPU address (--memory host): by name.
+        let got = rdma_devices_by_distance(&root, None);
+        assert_eq!(got[0].name, "mlx5_0");
+        assert!(got.iter().all(|c| c.link.is_none()));
     }
 
     #[test]

@@ -53,6 +53,13 @@ impl SysRoot {
         self.path(path).exists()
     }
 
+    /// Whether `path` is there, as a file or as a symlink even when its
+    /// target is not (systemd's enablement links are absolute, so under a
+    /// fixture root they point outside it).
+    pub fn is_present(&self, path: &str) -> bool {
+        fs::symlink_metadata(self.path(path)).is_ok()
+    }
+
     /// Sorted entry names of a directory (empty if missing).
     pub fn list(&self, path: &str) -> Vec<String> {
         let mut v: Vec<String> = fs::read_dir(self.path(path))

@@ -49,12 +49,18 @@ pub fn run(a: &BenchArgs, json_mode: bool) -> Outcome {
             }
         },
     };
+    let attrs = ctx.as_ref().and_then(|_| cuda::gpu_attrs(a.gpu).ok());
     let gpu_name = match &ctx {
-        Some(_) => cuda::gpu_attrs(a.gpu).ok().map_or("GPU".to_string(), |g| {
+        Some(_) => attrs.as_ref().map_or("GPU".to_string(), |g| {
             format!("{} [{}]", g.name, g.pci_bus_id)
         }),
         None => "host memory".to_string(),
     };
+    let (device, choice) = super::validate::choose_device(
+        a.device.as_deref(),
+        attrs.as_ref().map(|g| g.pci_bus_id.as_str()),
+    );
+    o.checks.push(choice);
     let method = match &ctx {
         Some(_) => "reg/dereg: wall time of ibv_reg_mr/ibv_dereg_mr on cuMemAlloc memory; direct: RDMA WRITE from a registered host buffer into the GPU MR (loopback RC QP, completion waited); bounce: RDMA WRITE into a registered host buffer, then cuMemcpyHtoD from it; copy: cuMemcpyHtoD from pageable host memory",
         None => "--memory host: reg/dereg: wall time of ibv_reg_mr/ibv_dereg_mr on a page-aligned host target buffer; direct: RDMA WRITE from a registered host buffer into the target MR (loopback RC QP, completion waited); bounce: RDMA WRITE into a registered staging buffer, then memcpy into the target; copy: memcpy into the target",
@@ -72,7 +78,7 @@ pub fn run(a: &BenchArgs, json_mode: bool) -> Outcome {
     };
     // The RDMA side, if there is one.
     let v = Verbs::load();
-    let dev = v.as_ref().ok().map(|v| v.open(a.device.as_deref()));
+    let dev = v.as_ref().ok().map(|v| v.open(device.as_deref()));
     let rdma_err = match (&v, &dev) {
         (Err(e), _) => Some(verbs_fail("rdma", "RDMA figures", e)),
         (Ok(_), Some(Err(e))) => Some(verbs_fail("rdma", "RDMA figures", e)),

@@ -44,13 +44,18 @@ pub fn has_symbol(name: &str) -> bool {
     if !present() {
         return false;
     }
-    // SAFETY: the library is present (checked above), so culib() returns
-    // it without panicking; looking a symbol up does not call it.
-    unsafe {
-        sys::culib()
-            .get::<unsafe extern "C" fn()>(name.as_bytes())
-            .is_ok()
-    }
+    // The driver library cudarc loads, opened again (dlopen hands back the
+    // same handle) to look the symbol up: cudarc 0.19.0, the last release on
+    // libloading 0.8 (Rust 1.85, Debian 13's), does not expose its handle.
+    ["libcuda.so.1", "libcuda.so"].iter().any(|lib| {
+        // SAFETY: the NVIDIA driver library is present (checked above) and
+        // already loaded by cudarc, so opening it runs no initialiser again;
+        // looking a symbol up does not call it.
+        unsafe {
+            libloading::Library::new(lib)
+                .is_ok_and(|l| l.get::<unsafe extern "C" fn()>(name.as_bytes()).is_ok())
+        }
+    })
 }
 
 fn error_strings(r: CUresult) -> (String, String) {

@@ -61,6 +61,97 @@ pub fn verbs_fail(id: &'static str, title: &str, e: &VerbsError) -> Check {
         .data(json!({"call": e.call, "errno": e.errno, "errno_name": peermem_sim::errno::name(e.errno)}))
 }
 
+/// The RDMA device to open: `-d NAME` as given, else the one nearest to the
+/// GPU at `gpu_bdf` in the PCIe topology (sysfs), else libibverbs' first.
+/// Also the check that says which was taken and why.
+pub fn choose_device(given: Option<&str>, gpu_bdf: Option<&str>) -> (Option<String>, Check) {
+    const T: &str = "RDMA device choice";
+    let root = crate::doctor::SysRoot::new("/");
+    let all = crate::doctor::pci::rdma_devices_by_distance(&root, gpu_bdf);
+    let link_of = |n: &str| {
+        all.iter()
+            .find(|c| c.name == n)
+            .and_then(|c| c.link)
+            .map_or("no PCI path known", |l| l.name())
+    };
+    let others = |skip: &str| {
+        let o: Vec<String> = all
+            .iter()
+            .filter(|c| c.name != skip)
+            .map(|c| format!("{} {}", c.name, link_of(&c.name)))
+            .collect();
+        if o.is_empty() {
+            String::new()
+        } else {
+            format!("; others: {}", o.join(", "))
+        }
+    };
+    let gpu = gpu_bdf.map_or("host memory (no GPU)".to_string(), |b| format!("GPU {b}"));
+    let data = json!({"gpu": gpu_bdf, "devices": all});
+    match given {
+        Some(d) => (
+            Some(d.to_string()),
+            Check::pass(
+                "rdma_device_choice",
+                T,
+                match (
+                    gpu_bdf,
+                    all.iter().find(|c| c.name == d).and_then(|c| c.link),
+                ) {
+                    (Some(_), Some(l)) => {
+                        format!("{d} (given with -d): {} to {gpu}{}", l.name(), others(d))
+                    }
+                    _ => format!("{d} (given with -d){}", others(d)),
+                },
+            )
+            .data(data),
+        ),
+        None => match all.first() {
+            Some(c) if gpu_bdf.is_some() && c.link.is_some() => (
+                Some(c.name.clone()),
+                Check::pass(
+                    "rdma_device_choice",
+                    T,
+                    format!(
+                        "{}: nearest to {gpu} ({}){}",
+                        c.name,
+                        link_of(&c.name),
+                        others(&c.name)
+                    ),
+                )
+                .data(data),
+            ),
+            Some(c) => (
+                Some(c.name.clone()),
+                Check::pass(
+                    "rdma_device_choice",
+                    T,
+                    format!(
+                        "{}: the first by name ({}){}; choose with -d",
+                        c.name,
+                        if gpu_bdf.is_some() {
+                            format!("no PCIe path to {gpu} known")
+                        } else {
+                            "no GPU to measure the distance from".to_string()
+                        },
+                        others(&c.name)
+                    ),
+                )
+                .data(data),
+            ),
+            None => (
+                None,
+                Check::pass(
+                    "rdma_device_choice",
+                    T,
+                    "no device in /sys/class/infiniband: libibverbs' first",
+                )
+                .data(data),
+            ),
+        },
+    }
+}
+
 fn round_up(n: u64, to: u64) -> u64 {
     n.div_ceil(to) * to
 }
@@ -659,7 +750,10 @@ pub fn run(a: &ValidateArgs) -> Outcome {
             }
         ),
     ));
-    let dev = match v.open(a.device.as_deref()) {
+    let gpu_bdf = cuda_side.as_ref().map(|(_, g)| g.pci_bus_id.clone());
+    let (device, choice) = choose_device(a.device.as_deref(), gpu_bdf.as_deref());
+    o.checks.push(choice);
+    let dev = match v.open(device.as_deref()) {
         Ok(d) => d,
         Err(e) => {
             o.checks.push(verbs_fail("rdma_device", "RDMA device", &e));

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! `simtest bench`: the measurements of `make bench` (tests/bench, issue 8).
 //!
-//! Owned by the bench engineer (see `tests/sim-client/NEEDS-bench.md`).
+//! Owned by the bench engineer (see `docs/lab-notes/simtest-bench.md`).
 //! Every subcommand prints exactly one line
 //! `BENCH-RESULT {json}` with the raw samples; the host
 //! (`tests/bench/report`) computes medians and spreads. Nothing here

@@ -2,7 +2,7 @@
 //! `simtest bench memory SIZE`: kernel memory per live registration, by the
 //! module that asked for it.
 //!
-//! Owned by the bench engineer (see `tests/sim-client/NEEDS-bench.md`).
+//! Owned by the bench engineer (see `docs/lab-notes/simtest-bench.md`).
 //!
 //! Slab totals (/proc/meminfo) of a KASAN kernel say little about what a
 //! registration costs on a production kernel, and nothing about who asked.

@@ -2,7 +2,7 @@
 //! `simtest`: command-line driver of /dev/peermem_sim for the VM scenarios.
 //!
 //! Output is made for busybox `sh` (conventions of
-//! `tests/sim-client/NEEDS-fixtures.md`): on success ONE stdout line of
+//! `docs/lab-notes/simtest-commands.md`): on success ONE stdout line of
 //! `key=value` words (`eval "$(simtest gpu-alloc 64K)"` sets `va`); `ok=1`
 //! when there is nothing else to say. `stress` and `race` print several
 //! `key=value` lines, the last one the summary.

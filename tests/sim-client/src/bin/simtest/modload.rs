@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! `simtest load-module [--fail-nth N] PATH [PARAM=VALUE ...]`: one
 //! `finit_module(2)` call and nothing else (added by the reliability
-//! engineer, see NEEDS-reliability.md).
+//! engineer, see docs/lab-notes/simtest-reliability.md).
 //!
 //! busybox `insmod` retries a failed `finit_module` with `init_module` on the
 //! same image, so a module whose init fails runs its init twice and a fault
