@@ -169,7 +169,10 @@ stack_down() {
 # without the client.
 stack_up_fixtures() {
 	stack_down
-	load nvidia_p2p_sim rm_lock_lockdep="$PSIM_RM_LOCKDEP"
+	# NVIDIA's module of a release runs on a provider of that release's
+	# generation (r535: drivers 535 to 555), as it would on a node
+	# shellcheck disable=SC2046
+	load nvidia_p2p_sim rm_lock_lockdep="$PSIM_RM_LOCKDEP" $(nvidia_client && echo driver=r535)
 	load peerdirect_sim generation="$gen" "$@"
 	load peermem_sim
 	[ -c /dev/peermem_sim ] || fail "/dev/peermem_sim did not appear"

@@ -44,9 +44,28 @@ nv[0-9][0-9][0-9])
 	[ "$pers" = 0 ] || fail "NVIDIA's nvidia-peermem before 560 has no persistent_api_support"
 	params="peerdirect_support=$pds"
 	msg_re=nvidia-peermem
+	# on a provider of its own generation (drivers 535 to 555)
+	PSIM_DRIVER=r535
 	;;
 *) fail "unknown client=$client" ;;
 esac
+# What an earlier, failed scenario left loaded goes first (the control
+# device first: it deregisters its MRs and frees its GPU memory).
+for m in peermem_sim nvidia_peermem_rs nvidia_peermem_535 nvidia_peermem_550 nvidia_peermem_555 \
+	peerdirect_sim nvidia_p2p_sim; do
+	[ -d /sys/module/$m ] && rmmod $m 2>/dev/null
+done
+# Splats while it runs fail the scenario, naming the first (the boot would
+# fail on them anyway; here the scenario says which client, and a declared
+# red of NVIDIA's module can name it).
+start_mark="tool_validate-begin $$ $(cat /proc/uptime)"
+echo "$start_mark" >/dev/kmsg
+splat_re='BUG:|WARNING:|KASAN:|UBSAN:|Oops|general protection fault|circular locking dependency|unreferenced object 0x|blocked for more than'
+no_splats() {
+	_s=$(dmesg | awk -v m="$start_mark" 'index($0, m) { n = NR } { l[NR] = $0 } END { for (i = n + 1; i <= NR; i++) print l[i] }' |
+		grep -E -- "$splat_re" | head -n 1 | sed 's/^\[[^]]*\] *//')
+	[ -z "$_s" ] || fail "a splat during the scenario: $_s"
+}
 load_sim_stack generation="$generation"
 
 # Without a peer-memory client the core cannot pin GPU memory: validate must
@@ -73,6 +92,7 @@ if [ "$generation,$pds,$pers" = legacy,0,0 ]; then
 		grep -E -- "$msg_re" | tr '\n' ' ')
 	echo "$said" | grep -q "peerdirect_support=1" ||
 		fail "the refused load does not tell a legacy core's user to load with peerdirect_support=1 (the module said: ${said:-nothing})"
+	no_splats
 	unload_sim_stack
 	no_new_leaks
 	pass refused=yes leaks="$LEAKS"
@@ -104,6 +124,7 @@ runs=$(echo "$json" | grep -c '"result": "pass"')
 [ "$runs" = 1 ] || fail "JSON has $runs passing runs, want 1"
 
 lc=$(simtest leak-check) || fail "validate left something behind: $lc"
+no_splats
 unload $mod
 unload_sim_stack
 no_new_leaks
