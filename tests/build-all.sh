@@ -45,6 +45,15 @@ if [ -f tests/fixtures/Kbuild ] || [ -f tests/fixtures/Makefile ]; then
 	echo "build: fixtures" >&2
 	make -s -C "$kdir" M="$repo/tests/fixtures" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
 fi
+# NVIDIA's own nvidia-peermem.c of each fetched release, unmodified, against
+# the fixtures (issue 33; client=nv535 ... in the scenarios). Without the
+# fetched sources (make deps) the build says so and goes on: suite
+# nvidia-vs-ours then fails on the missing modules.
+if [ -f tests/fixtures/Module.symvers ]; then
+	tests/nvidia/build-nvidia-peermem.sh "$kdir" "$repo/build/nvidia-peermem" \
+		"$repo/tests/fixtures/Module.symvers" >/dev/null ||
+		echo "build: WARNING: NVIDIA's nvidia-peermem modules not built (see above)" >&2
+fi
 if [ -f tests/fixtures/r525/Kbuild ]; then
 	echo "build: fixtures (provider as driver r525)" >&2
 	make -s -C "$kdir" M="$repo/tests/fixtures/r525" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2

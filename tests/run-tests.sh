@@ -158,6 +158,11 @@ if [ "${#rel_verdicts[@]}" -gt 0 ]; then
 		"${rel_verdicts[@]}" | tee "$results/reliability.txt" >&2 || true
 fi
 
+if [ -f "$results/nvidia-vs-ours.txt" ]; then
+	echo "==> NVIDIA's nvidia-peermem vs ours (issue 33; results/nvidia-vs-ours.json, docs/nvidia-vs-ours.md)" >&2
+	cat "$results/nvidia-vs-ours.txt" >&2
+fi
+
 echo "==> suite durations (results/timings.json; wall seconds, every boot attempt)" >&2
 python3 - "$results" "$(( $(date +%s) - start ))" >&2 <<'EOP'
 import json, os, sys

@@ -95,4 +95,17 @@ with open(history, "w") as h:
     for k in sorted(hist):
         h.write(f"{k} {hist[k]}\n")
 EOP
+
+# NVIDIA's nvidia-peermem beside ours (issue 33), when its suite ran: each
+# of its scenarios joined with our run of the same scenario in any verdict
+# of this results directory (make test: every suite; make vm-test: that
+# boot's and whatever earlier boots left there). Its tests are already in
+# the verdicts: the table only shows them side by side.
+for f in "$@"; do
+	[ "$(basename "$f")" = nvidia-vs-ours.suite ] || continue
+	[ -f "$results/nvidia-vs-ours/verdict.json" ] || break
+	"$verdict" nvidia-vs-ours --json "$results/nvidia-vs-ours.json" "$results"/*/verdict.json \
+		>"$results/nvidia-vs-ours.txt" 2>&1 || true
+	cat "$results/nvidia-vs-ours.txt"
+done
 exit $rc

@@ -103,6 +103,10 @@ build_copy() {
 		tests/fixtures/peermem_sim.ko tests/fixtures/peermem_refclient.ko nvidia_peermem_rs.ko; do
 		[ -f "$dst/$ko" ] || { echo "run-bench: $dst/$ko was not built" >&2; exit 1; }
 	done
+	# NVIDIA's own nvidia-peermem (client nvidia, the headline's baseline;
+	# issue 33), against this kernel and these fixtures
+	tests/nvidia/build-nvidia-peermem.sh "$kdir" "$dst/nvidia-peermem" \
+		"$dst/tests/fixtures/Module.symvers" >/dev/null
 }
 
 echo "bench: building (kernels cached, fixtures, module, simtest, report)" >&2

@@ -7,8 +7,12 @@
 #            [tp_ms=MS]   throughput window per thread count and round
 #                         (default 300)
 #            [threads=N,N...]  throughput thread counts (full: 1,2,4,8)
-# A client is `rust`, `ref`, or `rust+PARAM=VALUE[+...]` (the Rust module
-# with extra parameters, e.g. rust+coalesce_sg=1). The clients take turns,
+# A client is `rust`, `ref`, `nvidia`, or `rust+PARAM=VALUE[+...]` (the Rust
+# module with extra parameters, e.g. rust+coalesce_sg=1). `nvidia` is
+# NVIDIA's own nvidia-peermem.c of the newest packaged release, unmodified,
+# built against the fixtures (issue 33: the baseline the headline ratios
+# are taken against); before 560 it has no persistent nv_mem (its
+# invalidating nv_mem takes every MR), so it runs in mode=invalidating. The clients take turns,
 # one loaded at a time, for `rounds` rounds (ABBA order, so that a drift of
 # the host's speed during the run weighs on each client alike); each round
 # runs its share of the iterations. Every `simtest bench` prints one
@@ -96,7 +100,18 @@ client_setup() {
 		invalidating) params="name=nv_mem abi=ex ex_flags=1" ;;
 		esac
 		;;
-	*) fail "unknown client $1 (rust, ref or rust+PARAM=VALUE)" ;;
+	nvidia)
+		[ -z "$_extra" ] || fail "module parameters ($_extra) are for the Rust client"
+		[ "$mode" = invalidating ] ||
+			fail "NVIDIA's nvidia-peermem before 560 has no persistent nv_mem: client nvidia runs in mode=invalidating"
+		# the newest release built (nvidia_peermem_<major>.ko)
+		mod=$(for _k in /lib/modules/*/extra/nvidia_peermem_[0-9]*.ko; do
+			[ -f "$_k" ] && basename "$_k" .ko
+		done | sort | tail -n 1)
+		[ -n "$mod" ] || fail "NVIDIA's nvidia-peermem is not in the initramfs (tests/nvidia/build-nvidia-peermem.sh)"
+		params=
+		;;
+	*) fail "unknown client $1 (rust, ref, nvidia or rust+PARAM=VALUE)" ;;
 	esac
 	label="$_name/$mode"
 	[ -z "$_extra" ] || label="$label+$(echo "$_extra" | tr ' ' '+')"

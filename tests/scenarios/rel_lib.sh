@@ -6,9 +6,14 @@
 #   gen=modern|mofed51|legacy   PeerDirect core generation (default modern)
 #   pds=0|1                     peerdirect_support of nvidia_peermem_rs
 #   pers=0|1                    persistent_api_support of nvidia_peermem_rs
-#   client=rs|ref               the client under test: our module (default)
-#                               or the fixtures' C reference client (to
-#                               check a scenario itself)
+#   client=rs|ref|nv535|nv550|nv555
+#                               the client under test: our module (default),
+#                               the fixtures' C reference client (to check a
+#                               scenario itself), or NVIDIA's own
+#                               nvidia-peermem.c of that release, unmodified,
+#                               built against the fixtures (issue 33:
+#                               tests/nvidia/build-nvidia-peermem.sh, module
+#                               nvidia_peermem_<major>; suite nvidia-vs-ours)
 #   defects=BUG                 client=ref only: the reference client with
 #                               that field bug brought back on purpose
 #                               (field-teeth: the scenario must catch it)
@@ -29,7 +34,22 @@ gen=${rel_arg_gen:-$gen}
 pds=${rel_arg_pds:-$pds}
 pers=${rel_arg_pers:-$pers}
 client=${rel_arg_client:-$client}
-[ "$client" = ref ] && REL_MOD=peermem_refclient
+case "$client" in
+rs) ;;
+ref) REL_MOD=peermem_refclient ;;
+nv[0-9][0-9][0-9]) REL_MOD=nvidia_peermem_${client#nv} ;;
+*) fail "unknown client=$client (rs, ref, nv535, nv550, nv555)" ;;
+esac
+# nvidia_client: the client under test is NVIDIA's module. Its releases up
+# to 555 register the invalidating nv_mem and the persistent nv_mem_nc,
+# always (persistent_api_support came with 560): pers=1 does not exist.
+nvidia_client() {
+	case "$client" in nv*) return 0 ;; esac
+	return 1
+}
+if nvidia_client && [ "$pers" = 1 ]; then
+	fail "client=$client: NVIDIA's nvidia-peermem before 560 has no persistent_api_support (pers=1 is not a configuration of it)"
+fi
 # rm_lockdep=1: the provider's driver (RM API) lock is one lockdep tracks
 # (nvidia_p2p_sim rm_lock_lockdep=1, stricter than the real driver, whose
 # lock is made of semaphores lockdep does not see). The lock-order tests.
@@ -39,10 +59,12 @@ PSIM_RM_LOCKDEP=${rel_arg_rm_lockdep:-${PSIM_RM_LOCKDEP:-0}}
 # first (as in module_lib.sh): unloading the control device deregisters its
 # MRs and frees its GPU memory, so the client's rmmod in stack_up does not
 # fail on them. Only then: an idle module (refcount 0) is left as it is.
-if [ -d /sys/module/peermem_sim ] && [ -r /sys/module/nvidia_peermem_rs/refcnt ] &&
-	[ "$(cat /sys/module/nvidia_peermem_rs/refcnt)" != 0 ]; then
-	rmmod peermem_sim 2>/dev/null
-fi
+for _m in nvidia_peermem_rs nvidia_peermem_535 nvidia_peermem_550 nvidia_peermem_555; do
+	if [ -d /sys/module/peermem_sim ] && [ -r /sys/module/$_m/refcnt ] &&
+		[ "$(cat /sys/module/$_m/refcnt)" != 0 ]; then
+		rmmod peermem_sim 2>/dev/null
+	fi
+done
 
 # Figures, accumulated by the helpers below.
 REL_OPS=0
@@ -129,6 +151,8 @@ client_params() {
 		_p=0
 		[ "$pers" = 1 ] && _p=1
 		echo "name=nv_mem abi=$_abi persistent=$_p${rel_arg_defects:+ defects=$rel_arg_defects}"
+	elif nvidia_client; then
+		echo "peerdirect_support=$pds"
 	else
 		echo "peerdirect_support=$pds persistent_api_support=$pers${rel_arg_coalesce_sg:+ coalesce_sg=$rel_arg_coalesce_sg}"
 	fi
@@ -137,6 +161,7 @@ client_params() {
 # stack_down: unload the client and the whole simulated stack, in order.
 stack_down() {
 	unload nvidia_peermem_rs peermem_refclient peermem_refclient2 \
+		nvidia_peermem_535 nvidia_peermem_550 nvidia_peermem_555 \
 		peermem_sim peerdirect_sim nvidia_p2p_sim
 }
 
@@ -144,7 +169,10 @@ stack_down() {
 # without the client.
 stack_up_fixtures() {
 	stack_down
-	load nvidia_p2p_sim rm_lock_lockdep="$PSIM_RM_LOCKDEP"
+	# NVIDIA's module of a release runs on a provider of that release's
+	# generation (r535: drivers 535 to 555), as it would on a node
+	# shellcheck disable=SC2046
+	load nvidia_p2p_sim rm_lock_lockdep="$PSIM_RM_LOCKDEP" $(nvidia_client && echo driver=r535)
 	load peerdirect_sim generation="$gen" "$@"
 	load peermem_sim
 	[ -c /dev/peermem_sim ] || fail "/dev/peermem_sim did not appear"
@@ -302,7 +330,8 @@ insmod_refused() {
 		fail "$_desc: loading $_m $* succeeded" $(figures)
 	fi
 	loaded "$_m" && fail "$_desc: $_m stayed loaded after a failed load" $(figures)
-	_why=$(since_mark | grep -E -- "$_m|Unknown symbol|invalid for parameter" | head -n 3 | tr '\n' ' ')
+	# (NVIDIA's nvidia-peermem prefixes its lines "nvidia-peermem")
+	_why=$(since_mark | grep -E -- "$_m|nvidia-peermem |Unknown symbol|invalid for parameter" | head -n 3 | tr '\n' ' ')
 	[ -n "$_why" ] || fail "$_desc: the load failed silently (no kernel log line; $(echo "$_out" | head -n 1))" $(figures)
 	log "$_desc: refused: $(echo "$_out" | head -n 1) | kernel: $_why"
 }

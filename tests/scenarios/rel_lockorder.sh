@@ -30,10 +30,21 @@
 # Lockdep reports only once a boot: a cell with pers=0 runs last in its
 # boot (after any pers=1 cell), and its suite declares
 #   expect_splat lockdep "possible circular locking dependency"
+# rm_lockdep=0 (suite nvidia-vs-ours, NVIDIA's module, issue 33): the
+# provider's lock stays a semaphore lockdep does not track, as the real
+# driver's; lockdep's part of the cell (the core's lock order, the same for
+# every invalidating client) is then not judged ("untracked"), only the
+# forced phases, so that several cells fit in one boot.
 . /scenarios/lib.sh
 PSIM_RM_LOCKDEP=1
 . /scenarios/rel_lib.sh
 pers=${rel_arg_pers:-0}
+lockdep_judged=1
+[ "$PSIM_RM_LOCKDEP" = 0 ] && lockdep_judged=0
+# the module's own lines: ours are prefixed with its name, NVIDIA's with
+# "nvidia-peermem"
+mod_re=$REL_MOD
+nvidia_client && mod_re="nvidia-peermem "
 
 case "$gen,$pds,$pers" in
 legacy,0,0) expect=refused ;;
@@ -52,14 +63,14 @@ if [ "$expect" = refused ]; then
 		fail "nv_mem is still published after the refused load" $(figures)
 	[ "$(ctr clients_registered)" = 0 ] ||
 		fail "a client stayed registered after the refused load" $(figures)
-	since_mark | grep "$REL_MOD" | grep -q "peerdirect_support=1" ||
-		fail "the module's refusal does not tell a legacy core's user to load with peerdirect_support=1" $(figures)
+	since_mark | grep "$mod_re" | grep -q "peerdirect_support=1" ||
+		fail "the module's refusal does not tell a legacy core's user to load with peerdirect_support=1 (it said: $(since_mark | grep "$mod_re" | head -n 2 | sed 's/^\[[^]]*\] *//' | tr '\n' ' '))" $(figures)
 	log "refusal explained by: $(since_mark | grep -E 'nvidia_peermem_rs|peerdirect_sim' | tr '\n' ' ')"
 	stack_down
 	rel_pass cell="$gen/pds=$pds/pers=$pers" expected=refused lockdep=not-loaded hang=none
 fi
 
-lockdep_alive || fail "lockdep is already off before the cell ran (an earlier report?)"
+[ $lockdep_judged = 0 ] || lockdep_alive || fail "lockdep is already off before the cell ran (an earlier report?)"
 stack_up
 mark
 want=nv_mem
@@ -99,7 +110,9 @@ REL_RACES=1
 
 report=$(since_mark | grep -c "possible circular locking dependency")
 edge=-
-if [ "$expect" = clean ]; then
+if [ $lockdep_judged = 0 ]; then
+	verdict=untracked
+elif [ "$expect" = clean ]; then
 	[ "$report" = 0 ] || fail "lockdep reported a cycle without invalidation" $(figures)
 	lockdep_alive || fail "lockdep turned itself off (it reported something)" $(figures)
 	verdict=clean
@@ -120,7 +133,9 @@ else
 	verdict=reported
 fi
 
-if [ "$expect" = class ]; then
+# (not for NVIDIA's module: the jittered race lands by chance in the
+# windows rel_field uaf_window and double_unmap force; see rel_field.sh)
+if [ "$expect" = class ] && ! nvidia_client; then
 	# jittered real races of cudaFree and deregistration (lockdep is off
 	# now: they must just all finish)
 	out=$(st race free dereg --iters 100 --size 128K --jitter-us 300 2>/tmp/race.err)
@@ -139,6 +154,17 @@ phase_matrix
 # shellcheck disable=SC2086
 if [ "$PHASE_HANG" != none ]; then
 	log "MATRIX gen=$gen peerdirect_support=$pds persistent_api_support=$pers lockdep=$verdict edge=$edge deadlock=$PHASE_HANG$PHASE_FIGURES"
+	# The hung-task detector names the stuck tasks inside this scenario
+	# (timeout cut to 5 s), then is silenced: the tasks stay stuck (the
+	# cell must be its boot's last) and a report after the scenario would
+	# be the boot's.
+	echo 5 >/proc/sys/kernel/hung_task_timeout_secs 2>/dev/null
+	_i=0
+	while [ $_i -lt 30 ] && ! since_mark_has "blocked for more than"; do
+		sleep 1
+		_i=$((_i + 1))
+	done
+	echo 0 >/proc/sys/kernel/hung_task_timeout_secs 2>/dev/null
 	fail "deadlock: cudaFree in phase $PHASE_HANG left tasks stuck: $PHASE_STUCK" $(figures) \
 		expected="$expect" lockdep="$verdict" edge=$edge hang="$PHASE_HANG" $PHASE_FIGURES
 fi

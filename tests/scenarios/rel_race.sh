@@ -466,7 +466,25 @@ acquire_while_going() {
 			usleep 20000
 			w=$((w + 1))
 		done
-		rmmod $REL_MOD || fail "rmmod of a module with no registration failed" $(figures)
+		# rmmod with a bounded wait: a client that accepts the acquire
+		# of a going module (a module reference taken with no check)
+		# has the registration complete, and the unload then waits in
+		# the core's unregistration for an MR nobody will deregister
+		bg_run rmmod rmmod $REL_MOD
+		w=0
+		while kill -0 "$pid_rmmod" 2>/dev/null && [ $w -lt 150 ]; do
+			usleep 100000
+			w=$((w + 1))
+		done
+		if kill -0 "$pid_rmmod" 2>/dev/null; then
+			wait "$pid_reg"
+			# free the unload: deregister what the going module took
+			out=$(cat /tmp/bg.reg)
+			[ "$(bg_rc reg)" = 0 ] && st mr-dereg "$(sval mr "$out")" >/dev/null
+			wait "$pid_rmmod"
+			fail "round $i: rmmod hung 15 s in the core's unregistration: the going module accepted the acquire and the registration went on ($(echo "$out" | head -n 1))" $(figures)
+		fi
+		[ "$(bg_rc rmmod)" = 0 ] || fail "rmmod of a module with no registration failed: $(cat /tmp/bg.rmmod)" $(figures)
 		wait "$pid_reg"
 		[ "$(bg_rc reg)" != 0 ] || fail "a registration succeeded on an unloaded client: $(cat /tmp/bg.reg)" $(figures)
 		# The window was reached: the core's unregistration of nv_mem

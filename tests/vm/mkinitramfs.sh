@@ -38,6 +38,17 @@ done < <(find "$modroot" -name '*.ko' -not -path "$modroot/target/*" \
 	-not -path "$modroot/results/*" -not -path "$modroot/build/*" -not -path "$modroot/.git/*" \
 	-not -path "$modroot/tests/fixtures/driver-copy/*")
 
+# NVIDIA's own nvidia-peermem of each fetched release, built against the
+# fixtures (tests/nvidia/build-nvidia-peermem.sh: nvidia_peermem_<major>.ko,
+# client=nv<major>); make bench builds them under its module tree.
+if [ -z "${PEERMEM_VM_MODULES:-}" ]; then
+	for ko in "$repo"/build/nvidia-peermem/*/nvidia_peermem_*.ko; do
+		[ -f "$ko" ] || continue
+		cp "$ko" "$stage/lib/modules/$release/extra/"
+		n=$((n + 1))
+	done
+fi
+
 # The drop-in (nvidia-peermem.ko) where DKMS installs it, and the stand-in
 # for the driver's own copy where NVIDIA's installer puts it, so the
 # guest's depmod/modprobe choose between them by NVIDIA's module name

@@ -16,8 +16,13 @@
 //!   reliability table (every `rel_*` scenario: configuration, result,
 //!   figures) and the lock-order matrix, writes them as JSON to OUT; exit 0
 //!   only if every `rel_*` scenario (and its boot) passed.
+//! - `vm-verdict nvidia-vs-ours [--json OUT] VERDICT.json...` prints every
+//!   scenario NVIDIA's own nvidia-peermem ran (`client=nvNNN`) beside our
+//!   module's run of it (issue 33), writes it as JSON to OUT; exit 0 only
+//!   if ours passed everywhere and NVIDIA's runs were as declared.
 
 mod log;
+mod nvidia;
 mod reliability;
 mod suite;
 mod summary;
@@ -174,6 +179,30 @@ fn reliability_cmd(args: &[String]) -> Result<bool, String> {
     Ok(report.failed == 0 && report.passed > 0)
 }
 
+fn nvidia_cmd(args: &[String]) -> Result<bool, String> {
+    let mut verdicts = Vec::new();
+    let mut json = None;
+    let mut i = 0;
+    while i < args.len() {
+        if args[i] == "--json" {
+            json = Some(args.get(i + 1).ok_or("--json needs a file")?.clone());
+            i += 2;
+            continue;
+        }
+        let v: verdict::SuiteVerdict = serde_json::from_str(&read(&args[i])?)
+            .map_err(|e| format!("{}: not a verdict: {e}", args[i]))?;
+        verdicts.push(v);
+        i += 1;
+    }
+    let report = nvidia::build(&verdicts);
+    print!("{}", nvidia::render(&report));
+    if let Some(json) = json {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(&json, text).map_err(|e| format!("cannot write {json}: {e}"))?;
+    }
+    Ok(report.ours_failed == 0 && report.nvidia_undeclared == 0 && !report.rows.is_empty())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
@@ -181,8 +210,10 @@ fn main() -> ExitCode {
         Some("suite-field") => suite_field(&args[1..]),
         Some("summary") => summary_cmd(&args[1..]),
         Some("reliability") => reliability_cmd(&args[1..]),
+        Some("nvidia-vs-ours") => nvidia_cmd(&args[1..]),
         _ => Err(
-            "usage: vm-verdict check|suite-field|summary|reliability ... (see src/main.rs)".into(),
+            "usage: vm-verdict check|suite-field|summary|reliability|nvidia-vs-ours ... (see src/main.rs)"
+                .into(),
         ),
     };
     match result {

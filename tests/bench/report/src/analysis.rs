@@ -163,6 +163,9 @@ pub struct MemRow {
 
 pub struct Analysis {
     pub labels: Vec<String>,
+    /// The headline (issue 33): each client against NVIDIA's own
+    /// nvidia-peermem (label `nvidia/<mode>`) in the same mode.
+    pub vs_nvidia: Vec<VsNvidia>,
     pub cycles: Vec<CycleRow>,
     pub comparisons: Vec<Comparison>,
     pub linearity: Vec<Linearity>,
@@ -171,6 +174,97 @@ pub struct Analysis {
     pub memory: Vec<MemRow>,
     pub parity: Vec<Parity>,
     pub skipped: usize,
+}
+
+/// One ratio against NVIDIA's module: `label`'s median over
+/// `nvidia/<mode>`'s, for one figure at one size (or thread count).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VsNvidia {
+    /// `cycle` (client time of a register + deregister cycle),
+    /// `invalidation` (the free callback), `throughput` (cycles/s: above 1
+    /// is faster than NVIDIA's).
+    pub kind: &'static str,
+    pub label: String,
+    pub baseline: String,
+    /// Size in bytes, or the thread count for throughput.
+    pub at: u64,
+    pub ratio: f64,
+}
+
+/// NVIDIA's module in the mode of `label` (`rust/invalidating+x=1` ->
+/// `nvidia/invalidating`), if it ran; None for NVIDIA's own rows.
+pub fn nvidia_baseline(label: &str, labels: &[String]) -> Option<String> {
+    let (client, rest) = label.split_once('/')?;
+    if client == "nvidia" {
+        return None;
+    }
+    let base = format!("nvidia/{}", rest.split('+').next().unwrap_or(rest));
+    labels.contains(&base).then_some(base)
+}
+
+fn vs_nvidia(
+    labels: &[String],
+    cycles: &[CycleRow],
+    invalidations: &[InvRow],
+    throughputs: &[TpRow],
+) -> Vec<VsNvidia> {
+    let mut out = Vec::new();
+    let row = |kind, label: &str, baseline: &str, at, ratio| VsNvidia {
+        kind,
+        label: label.to_string(),
+        baseline: baseline.to_string(),
+        at,
+        ratio,
+    };
+    for c in cycles {
+        let Some(base) = nvidia_baseline(&c.label, labels) else {
+            continue;
+        };
+        if let Some(b) = cycles.iter().find(|b| b.label == base && b.size == c.size) {
+            out.push(row(
+                "cycle",
+                &c.label,
+                &base,
+                c.size,
+                c.client.median / b.client.median,
+            ));
+        }
+    }
+    for i in invalidations {
+        let Some(base) = nvidia_baseline(&i.label, labels) else {
+            continue;
+        };
+        let b = invalidations
+            .iter()
+            .find(|b| b.label == base && b.size == i.size);
+        if let Some((ours, theirs)) = b.and_then(|b| Some((i.callback?, b.callback?))) {
+            out.push(row(
+                "invalidation",
+                &i.label,
+                &base,
+                i.size,
+                ours.median / theirs.median,
+            ));
+        }
+    }
+    for t in throughputs {
+        let Some(base) = nvidia_baseline(&t.label, labels) else {
+            continue;
+        };
+        if let Some(b) = throughputs
+            .iter()
+            .find(|b| b.label == base && b.threads == t.threads)
+        {
+            out.push(row(
+                "throughput",
+                &t.label,
+                &base,
+                t.threads,
+                t.rate.median / b.rate.median,
+            ));
+        }
+    }
+    out
 }
 
 /// The parity figures of the Rust rows that have a reference row. Rows
@@ -182,7 +276,9 @@ fn parity(
     throughputs: &[TpRow],
     memory: &[MemRow],
 ) -> Vec<Parity> {
-    let default_client = |l: &str| !l.contains('+');
+    // (NVIDIA's own rows, nvidia/..., have the reference as baseline too:
+    // the targets are the Rust module's)
+    let default_client = |l: &str| !l.contains('+') && !l.starts_with("nvidia/");
     let mut out: Vec<Parity> = comparisons
         .iter()
         .filter(|c| default_client(&c.label))
@@ -402,8 +498,10 @@ impl Analysis {
             .collect();
 
         let parity = parity(&comparisons, &invalidations, &throughputs, &memory);
+        let vs_nvidia = vs_nvidia(&labels, &cycles, &invalidations, &throughputs);
         Analysis {
             labels,
+            vs_nvidia,
             cycles,
             comparisons,
             linearity,
@@ -523,9 +621,21 @@ impl Analysis {
                 })
             })
             .collect();
+        let vs_nvidia: Vec<Value> = self
+            .vs_nvidia
+            .iter()
+            .map(|v| {
+                json!({
+                    "kind": v.kind, "label": v.label, "baseline": v.baseline,
+                    (if v.kind == "throughput" { "threads" } else { "size" }): v.at,
+                    "ratio": v.ratio,
+                })
+            })
+            .collect();
         json!({
             "meta": meta,
             "labels": self.labels,
+            "vs_nvidia": vs_nvidia,
             "parity": parity,
             "parity_met": self.parity_met(),
             "cycle": cycles,
@@ -541,6 +651,35 @@ impl Analysis {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn nvidia_is_the_baseline_of_every_other_client_in_its_mode() {
+        let labels: Vec<String> = [
+            "rust/invalidating",
+            "ref/invalidating",
+            "nvidia/invalidating",
+            "rust/persistent",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let b = |l: &str| super::nvidia_baseline(l, &labels);
+        assert_eq!(
+            b("rust/invalidating").as_deref(),
+            Some("nvidia/invalidating")
+        );
+        assert_eq!(
+            b("rust/invalidating+coalesce_sg=1").as_deref(),
+            Some("nvidia/invalidating")
+        );
+        assert_eq!(
+            b("ref/invalidating").as_deref(),
+            Some("nvidia/invalidating")
+        );
+        assert_eq!(b("nvidia/invalidating"), None);
+        // no NVIDIA row in that mode: no headline
+        assert_eq!(b("rust/persistent"), None);
+    }
+
     use super::*;
 
     fn cycle(label: &str, size: u64, ns: f64) -> String {

@@ -91,6 +91,34 @@ pub fn render(a: &Analysis, clock: &str, kernel: &str) -> String {
          Figures are medians; ±N% is half the interquartile range relative to the median."
     );
 
+    if !a.vs_nvidia.is_empty() {
+        let _ = writeln!(
+            w,
+            "\n== Headline: against NVIDIA's own nvidia-peermem (label nvidia/...; issue 33). \
+             Medians' ratio, below 1.00 faster than NVIDIA's (throughput: above)"
+        );
+        let _ = writeln!(
+            w,
+            "{:<14} {:<34} {:>6} {:>8}",
+            "figure", "client/mode", "at", "vs NVIDIA"
+        );
+        for v in &a.vs_nvidia {
+            let at = if v.kind == "throughput" {
+                format!("{}T", v.at)
+            } else {
+                size_name(v.at)
+            };
+            let _ = writeln!(
+                w,
+                "{:<14} {:<34} {:>6} {:>8}",
+                v.kind,
+                v.label,
+                at,
+                format!("x{:.3}", v.ratio)
+            );
+        }
+    }
+
     if !a.cycles.is_empty() {
         let _ = writeln!(
             w,
