@@ -32,7 +32,7 @@ bench) overlays+=("$here/bench.fragment") ;;
 	exit 2
 	;;
 esac
-if [ ! -f "$src_tar" ] && [ "$PEERMEM_KERNEL" != 6.12 ]; then
+if [ ! -f "$src_tar" ] && [ "$PEERMEM_KERNEL" != "$PEERMEM_PRIMARY_KERNEL" ]; then
 	"$here/fetch-kernel-src.sh" "$PEERMEM_KERNEL" >&2
 fi
 [ -f "$src_tar" ] || { echo "error: $src_tar missing: run 'make deps'" >&2; exit 1; }

@@ -10,8 +10,10 @@ export LIBCLANG_PATH=/usr/lib/llvm-19/lib
 PEERMEM_BINDGEN="${PEERMEM_BINDGEN:-$(command -v bindgen || echo "$HOME/.cargo/bin/bindgen")}"
 PEERMEM_RUST_LIB_SRC=/usr/src/rustc-1.96.0/library
 PEERMEM_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/nvidia-peermem-rs"
-PEERMEM_KERNEL="${PEERMEM_KERNEL:-6.12}"
 PEERMEM_KERNELS_TABLE="$(dirname "${BASH_SOURCE[0]}")/kernels"
+# The primary kernel: the table's first.
+PEERMEM_PRIMARY_KERNEL="$(awk '!/^#/ && NF { print $1; exit }' "$PEERMEM_KERNELS_TABLE")"
+PEERMEM_KERNEL="${PEERMEM_KERNEL:-$PEERMEM_PRIMARY_KERNEL}"
 
 # peermem_kernel_field <id> <column>: a column of the kernel table
 # (2 compiler, 3 source tarball, 4 Debian package of the source).
@@ -36,4 +38,11 @@ gcc-*) PEERMEM_KMAKE_ARGS=("CC=$PEERMEM_KERNEL_CC" "HOSTCC=$PEERMEM_KERNEL_CC") 
 esac
 PEERMEM_KMAKE_ARGS+=(RUSTC=/usr/bin/rustc "BINDGEN=$PEERMEM_BINDGEN"
 	"RUST_LIB_SRC=$PEERMEM_RUST_LIB_SRC")
-export PEERMEM_BINDGEN PEERMEM_RUST_LIB_SRC PEERMEM_CACHE PEERMEM_KERNEL
+# Where the modules built against this kernel are: the repository itself
+# for the primary kernel, a copy of the module and fixture sources under
+# build/ for any other (so each kernel's objects stay apart and a warm
+# build of either rebuilds nothing).
+PEERMEM_MODULE_TREE_REL=.
+[ "$PEERMEM_KERNEL" = "$PEERMEM_PRIMARY_KERNEL" ] || PEERMEM_MODULE_TREE_REL="build/kernel-$PEERMEM_KERNEL"
+export PEERMEM_BINDGEN PEERMEM_RUST_LIB_SRC PEERMEM_CACHE PEERMEM_KERNEL PEERMEM_PRIMARY_KERNEL
+export PEERMEM_MODULE_TREE_REL
