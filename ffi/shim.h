@@ -6,11 +6,11 @@
 #ifndef PEERMEM_RS_SHIM_H
 #define PEERMEM_RS_SHIM_H
 
+#include <linux/fs.h>
 #include <linux/types.h>
 
 struct dentry;
 struct device;
-struct file_operations;
 struct pci_dev;
 struct scatterlist;
 struct nvidia_p2p_page_table;

@@ -95,7 +95,7 @@ macro_rules! peermem_module {
 /// the field `$f`.
 #[cfg(not(pm_list_item_field))]
 macro_rules! peermem_list_item {
-    ($t:ty, $f:ident) => {
+    ($t:ident, $f:ident) => {
         ::kernel::list::impl_has_list_links! {
             impl HasListLinks<0> for $t { self.$f }
         }
@@ -109,7 +109,7 @@ macro_rules! peermem_list_item {
 /// the field `$f`.
 #[cfg(pm_list_item_field)]
 macro_rules! peermem_list_item {
-    ($t:ty, $f:ident) => {
+    ($t:ident, $f:ident) => {
         ::kernel::list::impl_list_item! {
             impl ListItem<0> for $t { using ListLinks { self.$f }; }
         }

@@ -682,7 +682,12 @@ impl Registration {
             }
             if st.in_flight.is_some()
                 || st.sg.is_some()
-                || st.pinned.as_ref().map_or(true, Pinned::is_mapped)
+                // (a match: `map_or(true, ..)` and its replacement
+                // `is_none_or` each fail clippy on one of our kernels' MSRVs)
+                || match &st.pinned {
+                    Some(p) => p.is_mapped(),
+                    None => true,
+                }
             {
                 return Err(Failure::new(ErrorKind::Sequence, EINVAL));
             }
