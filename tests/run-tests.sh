@@ -153,53 +153,15 @@ echo "==> VM suites: ${#suites[@]} (PEERMEM_VM_JOBS=${PEERMEM_VM_JOBS:-auto} at 
 PEERMEM_INITRAMFS_READY=1 tests/run-vm-suites.sh "$kdir" "$results" "${suites[@]}" 2>&1 |
 	tee "$results/vm-suites.out" | grep --line-buffered -E "^suite .*(passed|TIMEOUT|again)|FAIL" >&2
 
-# The matrix suites on each other kernel, into results/kernel-<id>/. A
-# suite's `caught` line that names a detector the kernel lacks (KASAN on a
-# GCC-built Rust kernel: init/Kconfig allows no KASAN there) drops that
-# tooth, with its scenario line, from the suite the guest and the verdict
-# read; the log says which. Each verdict's suite is named
-# "<suite> [kernel <id>]".
+# The matrix suites on each other kernel, into results/kernel-<id>/
+# (tests/vm/run-kernel-matrix.sh).
 phase vm-matrix
 matrix_verdicts=()
 for k in "${matrix_kernels[@]}"; do
-	kres=$results/kernel-$k
-	for s in "${matrix_suites[@]}"; do matrix_verdicts+=("$kres/$s/verdict.json"); done
-	kd=${matrix_kdir[$k]:-}
-	[ -n "$kd" ] || continue
-	mkdir -p "$kres/suites"
-	ksuites=()
-	for s in "${matrix_suites[@]}"; do
-		if grep -q '^CONFIG_KASAN=y' "$kd/.config"; then
-			cp "tests/vm/suites/$s.suite" "$kres/suites/"
-		else
-			awk '/^scenario / { if (held != "") print held; held = $0; next }
-				/^caught .*KASAN:/ { dropped++; held = ""; next }
-				{ if (held != "") { print held; held = "" } print }
-				END { if (held != "") print held
-					if (dropped) printf "# %d KASAN-only teeth dropped\n", dropped > "/dev/stderr" }' \
-				"tests/vm/suites/$s.suite" >"$kres/suites/$s.suite" 2>"$kres/suites/$s.dropped"
-			[ ! -s "$kres/suites/$s.dropped" ] ||
-				echo "==> kernel $k has no KASAN: $s: $(cat "$kres/suites/$s.dropped")" >&2
-		fi
-		ksuites+=("$kres/suites/$s.suite")
-	done
-	echo "==> VM suites on kernel $k: ${matrix_suites[*]}" >&2
-	PEERMEM_MODULE_TREE_REL=build/kernel-$k PEERMEM_VM_SUITES="$kres/suites" \
-		tests/vm/mkinitramfs.sh "$kres/initramfs.cpio" "$kd" || continue
-	PEERMEM_INITRAMFS_READY=1 tests/run-vm-suites.sh "$kd" "$kres" "${ksuites[@]}" 2>&1 |
-		tee "$kres/vm-suites.out" | grep --line-buffered -E "^suite .*(passed|TIMEOUT|again)|FAIL" |
-		sed -u "s/^/[kernel $k] /" >&2
-	for s in "${matrix_suites[@]}"; do
-		[ -f "$kres/$s/verdict.json" ] || continue
-		python3 - "$kres/$s/verdict.json" "$k" <<'EOP'
-import json, sys
-path, kernel = sys.argv[1], sys.argv[2]
-v = json.load(open(path))
-if not v["suite"].endswith("]"):
-    v["suite"] = f'{v["suite"]} [kernel {kernel}]'
-json.dump(v, open(path, "w"))
-EOP
-	done
+	for s in "${matrix_suites[@]}"; do matrix_verdicts+=("$results/kernel-$k/$s/verdict.json"); done
+	[ -n "${matrix_kdir[$k]:-}" ] || continue
+	tests/vm/run-kernel-matrix.sh "$k" "${matrix_kdir[$k]}" "$results/kernel-$k" "${matrix_suites[@]}" 2>&1 |
+		grep --line-buffered -E "^\[kernel .*(suite .*(passed|TIMEOUT|again)|FAIL|no KASAN)" >&2
 done
 
 phase selftest

@@ -34,10 +34,12 @@ cp "$repo"/tests/scenarios/*.sh "$stage/scenarios/"
 cp -r "$repo"/tests/scenarios/data "$stage/scenarios/" 2>/dev/null || true
 
 # Every module the build produced (the product, its KUnit module, fixtures).
-# A kernel of the matrix other than the primary one (make ... KERNEL=<id>):
-# its modules are in build/kernel-<id> (tests/build-all.sh).
-if [ -z "${PEERMEM_VM_MODULES:-}" ] && [ -n "${PEERMEM_MODULE_TREE_REL:-}" ] &&
-	[ "$PEERMEM_MODULE_TREE_REL" != . ]; then
+# A kernel of the matrix other than the primary one (make ... KERNEL=<id>,
+# PEERMEM_KERNEL=<id>): its modules are in build/kernel-<id>
+# (tests/build-all.sh).
+# shellcheck source=../kernel/toolchain.sh
+. "$repo/tests/kernel/toolchain.sh"
+if [ -z "${PEERMEM_VM_MODULES:-}" ] && [ "$PEERMEM_MODULE_TREE_REL" != . ]; then
 	PEERMEM_VM_MODULES=$repo/$PEERMEM_MODULE_TREE_REL
 fi
 modroot=${PEERMEM_VM_MODULES:-$repo}
