@@ -26,7 +26,9 @@ spec=$(peermem_kernel_field "$PEERMEM_KERNEL" 4)
 pkg=${spec%%=*}
 want=${spec#*=}
 [ "$pkg" != "$spec" ] || die "kernel $PEERMEM_KERNEL: no pinned Debian package version in $PEERMEM_KERNELS_TABLE"
-command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || die "needs apt-get and dpkg-deb (Debian)"
+if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then
+	die "needs apt-get and dpkg-deb (Debian)"
+fi
 [ -f "$keyring" ] || die "$keyring missing (apt-get install debian-archive-keyring)"
 mirror=${PEERMEM_DEBIAN_MIRROR:-http://deb.debian.org/debian/}
 

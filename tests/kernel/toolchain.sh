@@ -24,7 +24,7 @@ peermem_kernel_field() {
 if ! PEERMEM_KERNEL_CC="$(peermem_kernel_field "$PEERMEM_KERNEL" 2)"; then
 	echo "error: no kernel '$PEERMEM_KERNEL' in $PEERMEM_KERNELS_TABLE (known:" \
 		"$(awk '!/^#/ && NF { printf "%s ", $1 }' "$PEERMEM_KERNELS_TABLE"))" >&2
-	return 2 2>/dev/null || exit 2
+	return 2
 fi
 PEERMEM_KERNEL_SRC_TAR="$(peermem_kernel_field "$PEERMEM_KERNEL" 3)"
 PEERMEM_KERNEL_SRC_TAR="${PEERMEM_KERNEL_SRC_TAR/#\$PEERMEM_CACHE/$PEERMEM_CACHE}"
@@ -33,7 +33,7 @@ clang-*) PEERMEM_KMAKE_ARGS=("LLVM=-${PEERMEM_KERNEL_CC#clang-}") ;;
 gcc-*) PEERMEM_KMAKE_ARGS=("CC=$PEERMEM_KERNEL_CC" "HOSTCC=$PEERMEM_KERNEL_CC") ;;
 *)
 	echo "error: kernel $PEERMEM_KERNEL: unknown compiler '$PEERMEM_KERNEL_CC'" >&2
-	return 2 2>/dev/null || exit 2
+	return 2
 	;;
 esac
 PEERMEM_KMAKE_ARGS+=(RUSTC=/usr/bin/rustc "BINDGEN=$PEERMEM_BINDGEN"
