@@ -48,13 +48,22 @@ else
 fi
 
 # The C compiler the kernel was built with.
+# GCC's version text starts with the command (gcc-12,
+# x86_64-linux-gnu-gcc-16); clang's does not: clang-<major>, else clang.
 cc_text=$(conf CC_VERSION_TEXT)
-cc_bin=${CC:-$(awk '{ print $1 }' <<<"$cc_text")}
-if [ "$(conf CC_IS_CLANG)" = y ]; then cc_kind=clang; else cc_kind=gcc; fi
+if [ "$(conf CC_IS_CLANG)" = y ]; then
+	cc_kind=clang
+	major=$(($(conf CLANG_VERSION) / 10000))
+	cc_bin=${CC:-clang-$major}
+	command -v "$cc_bin" >/dev/null || [ -n "${CC:-}" ] || cc_bin=clang
+else
+	cc_kind=gcc
+	cc_bin=${CC:-$(awk '{ print $1 }' <<<"$cc_text")}
+fi
 if [ -z "$cc_text" ]; then
 	note "C compiler" "CONFIG_CC_VERSION_TEXT unset"
 elif command -v "$cc_bin" >/dev/null; then
-	ok "C compiler" "$cc_text ($cc_kind; $cc_bin found)"
+	ok "C compiler" "$cc_text ($cc_kind; $cc_bin found$([ "$cc_kind" = gcc ] || echo ": build with LLVM=-$major"))"
 else
 	no "C compiler" "$cc_text: '$cc_bin' not found (install it, or pass CC=; LLVM=1 for clang kernels)"
 fi
