@@ -26,7 +26,10 @@ overlays=()
 [ -f "$here/$PEERMEM_KERNEL.fragment" ] && overlays+=("$here/$PEERMEM_KERNEL.fragment")
 case $flavour in
 test) ;;
-bench) overlays+=("$here/bench.fragment") ;;
+bench) overlays+=("$here/bench.fragment")
+	# and the kernel's own for the flavour (7.2: KFENCE off)
+	[ -f "$here/$PEERMEM_KERNEL-bench.fragment" ] && overlays+=("$here/$PEERMEM_KERNEL-bench.fragment")
+	;;
 *)
 	echo "error: kernel flavour must be test or bench, not '$flavour'" >&2
 	exit 2
