@@ -14,7 +14,7 @@
 #   make soak       boot each race/stress suite SOAK_N (20) times, fresh seeds
 #   make print-build-env  can this node's kernel (KDIR) build the module? if not, why
 #
-# KERNEL=<id> (vm-test, test-kernel, bench-kernel): a kernel of the test
+# KERNEL=<id> (vm-test, test-kernel, bench-kernel, bench): a kernel of the test
 # matrix (tests/kernel/kernels) other than the primary 6.12, e.g.
 #   make vm-test SUITE=module KERNEL=7.2
 
