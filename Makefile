@@ -12,11 +12,19 @@
 #   make bench-kernel  build (or find cached) the production-config bench kernel
 #   make bench-trace   single-step a 64 KiB cycle of both clients on it: instructions by function
 #   make soak       boot each race/stress suite SOAK_N (20) times, fresh seeds
+#   make print-build-env  can this node's kernel (KDIR) build the module? if not, why
+#
+# KERNEL=<id> (vm-test, test-kernel, bench-kernel, bench): a kernel of the test
+# matrix (tests/kernel/kernels) other than the primary 6.12, e.g.
+#   make vm-test SUITE=module KERNEL=7.2
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
+ifdef KERNEL
+export PEERMEM_KERNEL := $(KERNEL)
+endif
 RESULTS ?= $(CURDIR)/results
 
-.PHONY: all module modules clean deps test check demo vm-test bench bench-kernel bench-trace soak test-kernel clippy fmt-check
+.PHONY: all module modules clean deps test check demo vm-test bench bench-kernel bench-trace soak test-kernel clippy fmt-check print-build-env
 
 all: module
 
@@ -65,6 +73,9 @@ bench-trace: deps
 
 soak: deps
 	RESULTS=$(RESULTS) tests/soak.sh
+
+print-build-env:
+	@KDIR=$(KDIR) scripts/print-build-env.sh
 
 clippy:
 	cargo clippy --workspace --all-targets -- -D warnings

@@ -3,6 +3,7 @@
  * C helpers of nvidia_peermem_rs (see shim.h). Linked into the same .ko as
  * the Rust crate; nothing here is exported.
  */
+#include <linux/debugfs.h>
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
 #include <linux/spinlock.h>
@@ -35,6 +36,13 @@ static DECLARE_WAIT_QUEUE_HEAD(pm_live_wq);
 /* Takes the count to 0 (atomic_dec_and_lock); the waiter checks under it. */
 static DEFINE_SPINLOCK(pm_live_lock);
 static atomic_t pm_live = ATOMIC_INIT(0);
+
+struct dentry *pm_shim_debugfs_create_file(const char *name, umode_t mode,
+					   struct dentry *parent, void *data,
+					   const struct file_operations *fops)
+{
+	return debugfs_create_file(name, mode, parent, data, fops);
+}
 
 struct pci_dev *pm_shim_to_pci_dev(struct device *dev)
 {

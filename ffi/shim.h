@@ -6,12 +6,22 @@
 #ifndef PEERMEM_RS_SHIM_H
 #define PEERMEM_RS_SHIM_H
 
+#include <linux/fs.h>
 #include <linux/types.h>
 
+struct dentry;
 struct device;
 struct pci_dev;
 struct scatterlist;
 struct nvidia_p2p_page_table;
+
+/*
+ * debugfs_create_file() (a macro choosing the full or the short fops form
+ * since 6.13, a function before: bindgen sees only the latter).
+ */
+struct dentry *pm_shim_debugfs_create_file(const char *name, umode_t mode,
+					   struct dentry *parent, void *data,
+					   const struct file_operations *fops);
 
 /* to_pci_dev() for a PCI device; NULL for anything else. */
 struct pci_dev *pm_shim_to_pci_dev(struct device *dev);

@@ -16,6 +16,7 @@
 //!
 //! C header: `rdma/peer_mem.h` (MLNX_OFED), or `ffi/include/rdma/peer_mem.h`.
 
+use crate::compat;
 use crate::modinfo::VERSION;
 use crate::p2p::PciDevice;
 use crate::params::{ClientSet, Config, PeerDirectAbi};
@@ -128,7 +129,7 @@ impl<T: PeerMemoryClient> Adapter<T> {
             Some(context) => {
                 // SAFETY: `client_context` is a valid out-pointer (checked
                 // non-null; the core passes its own variable).
-                unsafe { *client_context = context.into_foreign().cast_mut() };
+                unsafe { *client_context = compat::into_foreign(context) };
                 1
             }
             None => 0,

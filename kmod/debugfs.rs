@@ -7,6 +7,7 @@
 //! implementation through a generic adapter and a const-built
 //! `file_operations` in a `Sync` static.
 
+use crate::compat;
 use crate::p2p::{PersistentApi, PAGE_TABLE_NEWEST, PAGE_TABLE_OLDEST};
 use crate::registry;
 use crate::stats::{self, ErrorKind, STATS};
@@ -199,7 +200,7 @@ impl Dir {
         // SAFETY: FFI call with a NUL-terminated name and no parent.
         let dir = unsafe {
             sys::debugfs_create_dir(
-                c_str!("nvidia_peermem_rs").as_char_ptr(),
+                compat::c_str_ptr(c_str!("nvidia_peermem_rs")),
                 core::ptr::null_mut(),
             )
         };
@@ -211,8 +212,8 @@ impl Dir {
             // debugfs, `fops` is a static table whose `owner` pins us while
             // the file is open.
             unsafe {
-                sys::debugfs_create_file(
-                    name.as_char_ptr(),
+                sys::pm_shim_debugfs_create_file(
+                    compat::c_str_ptr(name),
                     0o400,
                     dir,
                     core::ptr::null_mut(),

@@ -13,14 +13,14 @@ use kernel::bindings;
 /// false.
 macro_rules! check {
     ($cond:expr $(,)?) => {
-        kernel::kunit_assert!("nvidia_peermem_rs", "kmod/kunit", 0, $cond)
+        peermem_kunit_assert!($cond)
     };
 }
 
 /// Checks that two expressions are equal inside a KUnit case.
 macro_rules! check_eq {
     ($left:expr, $right:expr $(,)?) => {
-        kernel::kunit_assert!("nvidia_peermem_rs", "kmod/kunit", 0, ($left) == ($right))
+        peermem_kunit_assert!(($left) == ($right))
     };
 }
 
@@ -66,16 +66,16 @@ pub(crate) const fn case(
     name: &'static str,
     run: unsafe extern "C" fn(*mut bindings::kunit),
 ) -> bindings::kunit_case {
+    // The other fields (no parameters, the module name and log KUnit
+    // fills in; 7.x adds parameter hooks) are all zero.
     bindings::kunit_case {
         run_case: Some(run),
         name: name.as_ptr(),
-        generate_params: None,
         attr: bindings::kunit_attributes {
             speed: bindings::kunit_speed_KUNIT_SPEED_NORMAL,
         },
         status: bindings::kunit_status_KUNIT_SUCCESS,
-        module_name: core::ptr::null_mut(),
-        log: core::ptr::null_mut(),
+        ..CASE_END
     }
 }
 

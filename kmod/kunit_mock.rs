@@ -584,12 +584,15 @@ fn take_map(m: *mut sys::nvidia_p2p_dma_mapping, want_dead: bool) -> c_int {
             return -(bindings::EINVAL as c_int);
         };
         let pin = s.maps[i].as_ref().map_or(ptr::null_mut(), |x| x.pin);
-        let dead = s
+        let dead = match s
             .pins
             .iter()
             .flatten()
             .find(|p| ptr::eq(&***p, pin.cast_const()))
-            .map_or(true, |p| p.dead);
+        {
+            Some(p) => p.dead,
+            None => true,
+        };
         if dead != want_dead {
             return -(bindings::EINVAL as c_int);
         }

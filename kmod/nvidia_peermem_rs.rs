@@ -8,6 +8,9 @@
 //! NVIDIA's `nvidia-peermem`. The crate root only declares the module; each
 //! concern lives in its own submodule.
 
+#[macro_use]
+mod compat;
+
 mod abi;
 mod client;
 mod core_client;
@@ -28,7 +31,7 @@ mod wait;
 use kernel::prelude::*;
 
 #[cfg(not(peermem_dropin))]
-module! {
+peermem_module! {
     type: NvidiaPeermem,
     name: "nvidia_peermem_rs",
     author: "nvidia-peermem-rs developers",
@@ -40,7 +43,7 @@ module! {
 // `modprobe nvidia-peermem`, modules-load.d entries, the GPU Operator and
 // NCCL's /sys/module/nvidia_peermem/version find it unchanged.
 #[cfg(peermem_dropin)]
-module! {
+peermem_module! {
     type: NvidiaPeermem,
     name: "nvidia_peermem",
     author: "nvidia-peermem-rs developers",

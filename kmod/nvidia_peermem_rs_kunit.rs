@@ -4,6 +4,9 @@
 //! product module. Its suites run when it is loaded; it registers nothing
 //! with any core.
 
+#[macro_use]
+mod compat;
+
 mod abi;
 mod client;
 mod core_client;
@@ -25,7 +28,7 @@ mod wait;
 
 use kernel::prelude::*;
 
-module! {
+peermem_module! {
     type: NvidiaPeermemKunit,
     name: "nvidia_peermem_rs_kunit",
     author: "nvidia-peermem-rs developers",

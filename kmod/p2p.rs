@@ -13,6 +13,7 @@
 //!
 //! C header: `nvidia/nv-p2p.h` (NVIDIA driver), or `ffi/include/nvidia/nv-p2p.h`.
 
+use crate::compat;
 use crate::range::GpuRange;
 use crate::stats::{self, ErrorKind, Failure, STATS};
 use crate::sys;
@@ -64,7 +65,7 @@ unsafe extern "C" fn free_callback<T: FreeCallback>(data: *mut c_void) {
 /// failed, or a put unpinned the pages before any free callback. The
 /// driver's 0 from a put does not say that alone (CONTRACT 2): the owner's
 /// state must.
-unsafe fn reclaim_callback_data<T: FreeCallback>(data: *const c_void) {
+unsafe fn reclaim_callback_data<T: FreeCallback>(data: *mut c_void) {
     // SAFETY: guaranteed by the function's safety requirements.
     drop(unsafe { T::Data::from_foreign(data) });
 }
@@ -170,8 +171,8 @@ impl<T: FreeCallback> PageTable<T> {
         range: GpuRange,
         data: T::Data,
     ) -> core::result::Result<Self, Error> {
-        let data = data.into_foreign();
-        let Some(callback) = NonNull::new(data.cast_mut()) else {
+        let data = compat::into_foreign(data);
+        let Some(callback) = NonNull::new(data) else {
             // SAFETY: `data` came from `into_foreign` and nobody else has it.
             unsafe { reclaim_callback_data::<T>(data) };
             return Err(EINVAL);
@@ -187,7 +188,7 @@ impl<T: FreeCallback> PageTable<T> {
                 range.len(),
                 &mut ptr,
                 Some(free_callback::<T>),
-                data.cast_mut(),
+                data,
             )
         };
         if let Err(e) = check(rc) {

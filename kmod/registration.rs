@@ -44,7 +44,7 @@ use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::{
     bindings,
-    list::{impl_has_list_links, impl_list_arc_safe, impl_list_item, ListArc, ListLinks},
+    list::{impl_list_arc_safe, ListArc, ListLinks},
     new_spinlock,
     prelude::*,
     sync::{Arc, ArcBorrow, SpinLock},
@@ -180,17 +180,12 @@ const _: () = assert!(
         || core::mem::size_of::<Registration>() + 8 <= 128
 );
 
-impl_has_list_links! {
-    impl HasListLinks<0> for Registration { self.links }
-}
 impl_list_arc_safe! {
     // The only `ListArc` is made with the registration and goes to the
     // registry.
     impl ListArcSafe<0> for Registration { untracked; }
 }
-impl_list_item! {
-    impl ListItem<0> for Registration { using ListLinks; }
-}
+peermem_list_item!(Registration, links);
 
 /// What to do with resources handed back after a provider call.
 enum HandBack {
@@ -687,7 +682,12 @@ impl Registration {
             }
             if st.in_flight.is_some()
                 || st.sg.is_some()
-                || st.pinned.as_ref().map_or(true, Pinned::is_mapped)
+                // (a match: `map_or(true, ..)` and its replacement
+                // `is_none_or` each fail clippy on one of our kernels' MSRVs)
+                || match &st.pinned {
+                    Some(p) => p.is_mapped(),
+                    None => true,
+                }
             {
                 return Err(Failure::new(ErrorKind::Sequence, EINVAL));
             }

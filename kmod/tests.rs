@@ -298,8 +298,8 @@ impl CoreMr {
         // SAFETY: as the core: a valid out-pointer for the context.
         let mine = unsafe {
             f(
-                addr as _,
-                size as _,
+                addr as usize,
+                size as usize,
                 ptr::null_mut(),
                 ptr::null_mut(),
                 &mut context,
@@ -319,8 +319,8 @@ impl CoreMr {
         // SAFETY: as the core, with the context from acquire.
         unsafe {
             f(
-                addr as _,
-                size as _,
+                addr as usize,
+                size as usize,
                 1,
                 0,
                 ptr::null_mut(),
@@ -425,7 +425,7 @@ fn lifecycle(table: &'static ClientTable, invalidating: bool) {
     check_eq!(mr.entries(&mut entries), MR_PAGES as usize);
     for (i, &(addr, len)) in entries[..MR_PAGES as usize].iter().enumerate() {
         check_eq!(addr, DMA_BASE + i as u64 * K64);
-        check_eq!(len as u64, K64);
+        check_eq!(u64::from(len), K64);
     }
     check_eq!(mr.page_size(), K64);
 

@@ -41,6 +41,27 @@ wait_cargo() {
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 kdir=$(tests/kernel/build-kernel.sh)
 
+if [ "$PEERMEM_KERNEL" != "$PEERMEM_PRIMARY_KERNEL" ]; then
+	# Another kernel of the matrix (make ... KERNEL=<id>): the module, its
+	# KUnit module and the fixtures, from a copy of their sources (mtimes
+	# kept: an unchanged tree rebuilds nothing), into
+	# $PEERMEM_MODULE_TREE_REL, where mkinitramfs.sh takes them from.
+	tree=$repo/$PEERMEM_MODULE_TREE_REL
+	mkdir -p "$tree"
+	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' --exclude='*.ko' \
+		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \
+		--exclude=Module.symvers --exclude=modules.order \
+		Kbuild kmod ffi tests/fixtures | tar -C "$tree" -xf -
+	echo "build: kernel $PEERMEM_KERNEL: fixtures, nvidia_peermem_rs (in $PEERMEM_MODULE_TREE_REL)" >&2
+	make -s -C "$kdir" M="$tree/tests/fixtures" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
+	make -s -C "$kdir" M="$tree/tests/fixtures/r525" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
+	make -s -C "$kdir" M="$tree" "${PEERMEM_KMAKE_ARGS[@]}" \
+		"KBUILD_EXTRA_SYMBOLS=$tree/tests/fixtures/Module.symvers" -j"$jobs" modules >&2
+	wait_cargo
+	echo "$kdir"
+	exit 0
+fi
+
 if [ -f tests/fixtures/Kbuild ] || [ -f tests/fixtures/Makefile ]; then
 	echo "build: fixtures" >&2
 	make -s -C "$kdir" M="$repo/tests/fixtures" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2

@@ -45,6 +45,32 @@ if ! kdir=$(tests/build-all.sh); then
 	exit 1
 fi
 
+# The other kernels of the matrix (tests/kernel/kernels after the primary
+# one): each boots the matrix suites, after the primary kernel's suites.
+# Built here (cached kernels, warm: a few seconds), beside nothing else.
+matrix_suites=(module driver-matrix rel-races field-teeth)
+mapfile -t matrix_kernels < <(awk '!/^#/ && NF { print $1 }' tests/kernel/kernels | tail -n +2)
+if [ -n "${PEERMEM_MATRIX_KERNELS+set}" ]; then
+	read -ra matrix_kernels <<<"$PEERMEM_MATRIX_KERNELS"
+fi
+if [ -n "${SUITES:-}" ]; then
+	picked=()
+	for s in "${matrix_suites[@]}"; do [[ " $SUITES " != *" $s "* ]] || picked+=("$s"); done
+	matrix_suites=("${picked[@]}")
+fi
+[ "${#matrix_suites[@]}" -gt 0 ] || matrix_kernels=()
+declare -A matrix_kdir=()
+for k in "${matrix_kernels[@]}"; do
+	echo "==> build: kernel $k of the matrix" >&2
+	mkdir -p "$results/kernel-$k"
+	if kd=$(PEERMEM_KERNEL=$k tests/build-all.sh 2>"$results/kernel-$k/build.log"); then
+		matrix_kdir[$k]=$kd
+	else
+		tail -n 20 "$results/kernel-$k/build.log" >&2
+		echo "error: kernel $k: the build failed (its suites are counted failed)" >&2
+	fi
+done
+
 mapfile -t suites < <(ls tests/vm/suites/*.suite 2>/dev/null)
 if [ -n "${SUITES:-}" ]; then
 	suites=()
@@ -127,6 +153,17 @@ echo "==> VM suites: ${#suites[@]} (PEERMEM_VM_JOBS=${PEERMEM_VM_JOBS:-auto} at 
 PEERMEM_INITRAMFS_READY=1 tests/run-vm-suites.sh "$kdir" "$results" "${suites[@]}" 2>&1 |
 	tee "$results/vm-suites.out" | grep --line-buffered -E "^suite .*(passed|TIMEOUT|again)|FAIL" >&2
 
+# The matrix suites on each other kernel, into results/kernel-<id>/
+# (tests/vm/run-kernel-matrix.sh).
+phase vm-matrix
+matrix_verdicts=()
+for k in "${matrix_kernels[@]}"; do
+	for s in "${matrix_suites[@]}"; do matrix_verdicts+=("$results/kernel-$k/$s/verdict.json"); done
+	[ -n "${matrix_kdir[$k]:-}" ] || continue
+	tests/vm/run-kernel-matrix.sh "$k" "${matrix_kdir[$k]}" "$results/kernel-$k" "${matrix_suites[@]}" 2>&1 |
+		grep --line-buffered -E "^\[kernel .*(suite .*(passed|TIMEOUT|again)|FAIL|no KASAN)" >&2
+done
+
 phase selftest
 wait "$host_tests_pid"
 echo "==> host tests (cargo test --release --workspace; $(cat "$results/phase-host-tests.seconds" 2>/dev/null)s)" >&2
@@ -172,7 +209,7 @@ try:
     t = json.load(open(path))
 except (OSError, ValueError):
     t = {}
-for phase in ("host-tests", "build", "packaging", "vm-suites", "selftest", "nvidia-abi"):
+for phase in ("host-tests", "build", "packaging", "vm-suites", "vm-matrix", "selftest", "nvidia-abi"):
     f = os.path.join(results, f"phase-{phase}.seconds")
     if os.path.exists(f):
         t["phase:" + phase] = int(open(f).read())
@@ -200,6 +237,7 @@ if [ -n "$packaging_suite" ]; then
 	verdicts+=("$results/packaging/verdict.json" "$results/packaging.json")
 fi
 [ -z "$selftest_pid" ] || verdicts+=("$results/harness-selftest.json")
+verdicts+=("${matrix_verdicts[@]}")
 verdicts+=("$results/lint.json" "$results/nvidia-abi.json")
 target/release/vm-verdict summary --cargo-log "$results/cargo-test.log" \
 	--cargo-status "$results/cargo-test.rc" --host-skips "$results/host-skips.txt" \

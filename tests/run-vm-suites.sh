@@ -20,7 +20,8 @@ if [ "${PEERMEM_INITRAMFS_READY:-0}" != 1 ] || [ ! -f "$initramfs" ]; then
 fi
 verdict="$repo/target/release/vm-verdict"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/nvidia-peermem-rs"
-history="$cache/suite-seconds.txt"
+# (PEERMEM_SUITE_HISTORY: another kernel's, tests/vm/run-kernel-matrix.sh)
+history="${PEERMEM_SUITE_HISTORY:-$cache/suite-seconds.txt}"
 # One QEMU more than the host has cores: a QEMU uses about 0.9 of a core
 # (scenario scripts are mostly one thread; guest sleeps, the edu device's
 # 100 ms DMA timer and kmemleak's age wait leave the rest idle). Measured

@@ -34,6 +34,9 @@ cd "$repo"
 # shellcheck source=../kernel/toolchain.sh
 . tests/kernel/toolchain.sh
 results=${RESULTS:-$repo/results}
+# Another kernel of the matrix (PEERMEM_KERNEL=<id>): its own module copies.
+bench_tree_suffix=
+[ "$PEERMEM_KERNEL" = "$PEERMEM_PRIMARY_KERNEL" ] || bench_tree_suffix=-$PEERMEM_KERNEL
 out="$results/bench"
 profile=${BENCH_PROFILE:-full}
 case $profile in
@@ -120,8 +123,8 @@ kdir_production=
 case " $kernels " in
 *" production "*)
 	kdir_production=$(tests/kernel/build-kernel.sh bench)
-	echo "bench: fixtures and module for the production kernel (build/bench-production)" >&2
-	build_copy "$kdir_production" "$repo/build/bench-production"
+	echo "bench: fixtures and module for the production kernel (build/bench-production$bench_tree_suffix)" >&2
+	build_copy "$kdir_production" "$repo/build/bench-production$bench_tree_suffix"
 	;;
 esac
 # BENCH_BUILD_ONLY=1: stop here (tests/bench/run-trace.sh boots its own VMs).
@@ -144,7 +147,7 @@ run_vm() {
 	debug) kdir=$kdir_debug ;;
 	production)
 		kdir=$kdir_production
-		modules=$repo/build/bench-production
+		modules=$repo/build/bench-production$bench_tree_suffix
 		;;
 	esac
 	PEERMEM_VM_MODULES=$modules tests/vm/mkinitramfs.sh "$work/$k.cpio" "$kdir" >&2

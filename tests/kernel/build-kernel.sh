@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Build (or find in the cache) the Rust-enabled kernel of a flavour:
-#   build-kernel.sh [test|bench]
+#   [PEERMEM_KERNEL=<id>] build-kernel.sh [test|bench]
+# <id> is a kernel of tests/kernel/kernels (default 6.12, the primary one);
+# each kernel and flavour is cached on its own.
 # test  (default) the debug test kernel: config.fragment (KASAN, lockdep,
 #       kmemleak, DMA-API debugging, failslab, ...)
 # bench the production-config bench kernel: config.fragment with
@@ -16,16 +18,26 @@ here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/toolchain.sh"
 
 flavour=${1:-test}
-src_tar=/usr/src/linux-source-6.12.tar.xz
+src_tar=$PEERMEM_KERNEL_SRC_TAR
 fragment="$here/config.fragment"
+# The overlays on config.fragment, in order: the kernel's own (its config
+# drift, its compiler's constraints), then the flavour's.
+overlays=()
+[ -f "$here/$PEERMEM_KERNEL.fragment" ] && overlays+=("$here/$PEERMEM_KERNEL.fragment")
 case $flavour in
-test) overlay= ;;
-bench) overlay="$here/bench.fragment" ;;
+test) ;;
+bench) overlays+=("$here/bench.fragment")
+	# and the kernel's own for the flavour (7.2: KFENCE off)
+	[ -f "$here/$PEERMEM_KERNEL-bench.fragment" ] && overlays+=("$here/$PEERMEM_KERNEL-bench.fragment")
+	;;
 *)
 	echo "error: kernel flavour must be test or bench, not '$flavour'" >&2
 	exit 2
 	;;
 esac
+if [ ! -f "$src_tar" ] && [ "$PEERMEM_KERNEL" != "$PEERMEM_PRIMARY_KERNEL" ]; then
+	"$here/fetch-kernel-src.sh" "$PEERMEM_KERNEL" >&2
+fi
 [ -f "$src_tar" ] || { echo "error: $src_tar missing: run 'make deps'" >&2; exit 1; }
 
 key_input="$(
@@ -35,15 +47,20 @@ key_input="$(
 	"$PEERMEM_BINDGEN" --version
 	clang-19 --version | head -1
 )"
-# (the test kernel's key is what it always was: its cached tree stays valid)
-if [ -n "$overlay" ]; then
+# (6.12's test kernel's key is what it always was: its cached tree stays
+# valid)
+if [ "$PEERMEM_KERNEL" != 6.12 ]; then
 	key_input="$key_input
-$flavour $(sha256sum "$overlay" | cut -d' ' -f1)"
+$PEERMEM_KERNEL $("$PEERMEM_KERNEL_CC" --version | head -1)"
 fi
+for o in "${overlays[@]}"; do
+	key_input="$key_input
+$flavour $(sha256sum "$o" | cut -d' ' -f1)"
+done
 key="$(printf '%s' "$key_input" | sha256sum | cut -c1-16)"
 case $flavour in
-test) tree="$PEERMEM_CACHE/kernel-6.12-$key" ;;
-*) tree="$PEERMEM_CACHE/kernel-6.12-$flavour-$key" ;;
+test) tree="$PEERMEM_CACHE/kernel-$PEERMEM_KERNEL-$key" ;;
+*) tree="$PEERMEM_CACHE/kernel-$PEERMEM_KERNEL-$flavour-$key" ;;
 esac
 
 if [ -f "$tree/.peermem-built" ]; then
@@ -52,21 +69,21 @@ if [ -f "$tree/.peermem-built" ]; then
 	exit 0
 fi
 
-echo "$flavour kernel: building into $tree (cold build, about 10-15 minutes)" >&2
+echo "$flavour kernel $PEERMEM_KERNEL ($PEERMEM_KERNEL_CC): building into $tree (cold build, about 10-40 minutes)" >&2
 rm -rf "$tree.tmp"
 mkdir -p "$tree.tmp"
 # The fragment the kernel is configured with: config.fragment, each option
-# the overlay names replaced by the overlay's line.
+# an overlay names replaced by the overlay's line, overlay by overlay.
 merged="$tree.tmp/.peermem-fragment"
-if [ -n "$overlay" ]; then
+cp "$fragment" "$merged"
+for o in "${overlays[@]}"; do
 	awk -F= '
 		FNR == NR { if ($0 ~ /^CONFIG_[A-Za-z0-9_]*=/) over[$1] = 1; next }
 		!($0 ~ /^CONFIG_[A-Za-z0-9_]*=/ && ($1 in over))
-	' "$overlay" "$fragment" > "$merged"
-	grep '^CONFIG_' "$overlay" >> "$merged"
-else
-	cp "$fragment" "$merged"
-fi
+	' "$o" "$merged" > "$merged.new"
+	grep '^CONFIG_' "$o" >> "$merged.new"
+	mv "$merged.new" "$merged"
+done
 tar -C "$tree.tmp" --strip-components=1 -xf "$src_tar"
 cd "$tree.tmp"
 make -s "${PEERMEM_KMAKE_ARGS[@]}" allnoconfig >&2

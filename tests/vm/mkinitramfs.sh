@@ -25,10 +25,23 @@ cp "$repo"/tests/vm/selftest/*.suite "$stage/suites/" 2>/dev/null || true
 cp "$repo"/tests/vm/soak-suites/*.suite "$stage/suites/" 2>/dev/null || true
 cp "$repo"/tests/vm/check/*.suite "$stage/suites/" 2>/dev/null || true
 cp "$repo"/tests/bench/*.suite "$stage/suites/" 2>/dev/null || true
+# PEERMEM_VM_SUITES=DIR: its suites replace the same-named ones (a kernel
+# of the matrix that lacks a detector some tooth needs, tests/run-tests.sh).
+if [ -n "${PEERMEM_VM_SUITES:-}" ]; then
+	cp "$PEERMEM_VM_SUITES"/*.suite "$stage/suites/"
+fi
 cp "$repo"/tests/scenarios/*.sh "$stage/scenarios/"
 cp -r "$repo"/tests/scenarios/data "$stage/scenarios/" 2>/dev/null || true
 
 # Every module the build produced (the product, its KUnit module, fixtures).
+# A kernel of the matrix other than the primary one (make ... KERNEL=<id>,
+# PEERMEM_KERNEL=<id>): its modules are in build/kernel-<id>
+# (tests/build-all.sh).
+# shellcheck source=../kernel/toolchain.sh
+. "$repo/tests/kernel/toolchain.sh"
+if [ -z "${PEERMEM_VM_MODULES:-}" ] && [ "$PEERMEM_MODULE_TREE_REL" != . ]; then
+	PEERMEM_VM_MODULES=$repo/$PEERMEM_MODULE_TREE_REL
+fi
 modroot=${PEERMEM_VM_MODULES:-$repo}
 n=0
 while IFS= read -r ko; do

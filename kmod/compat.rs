@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The kernel-compatibility layer: every difference between the kernel
+//! crates this module builds against, in one place. Each is a `pm_<name>`
+//! cfg that `kmod/compat.mk` sets by probing the kernel's Rust sources, and
+//! a wrapper here with one arm per side. The rest of the module uses these
+//! wrappers and never tests a kernel version itself.
+//!
+//! | cfg                    | 6.12                    | 7.2                          |
+//! |------------------------|-------------------------|------------------------------|
+//! | `pm_module_authors`    | `module! { author: }`   | `module! { authors: [..] }`  |
+//! | `pm_list_item_field`   | `using ListLinks;`      | `using ListLinks { self.f }` |
+//! | `pm_foreign_mut`       | `*const c_void`         | `*mut c_void`                |
+//! | `pm_cstr_ext`          | `CStr::as_char_ptr`     | `CStrExt::as_char_ptr`       |
+//! | `pm_bindgen_zeroable`  | plain bindgen structs   | `derive(MaybeZeroable)`      |
+//! | `pm_kunit_cstr_file`   | `kunit_assert!(.., "f")`| `kunit_assert!(.., c"f")`    |
+//!
+//! C API differences are absorbed by the C shim (`ffi/shim.c`), which the
+//! kernel's own headers compile either way: `debugfs_create_file` (a
+//! function on 6.12, a `_Generic` macro since 6.13) is
+//! `pm_shim_debugfs_create_file`.
+
+/// `kernel::kunit_assert!` for this module's KUnit cases: reports a false
+/// `$cond` to KUnit and ends the case.
+#[cfg(not(pm_kunit_cstr_file))]
+#[allow(unused_macros)]
+macro_rules! peermem_kunit_assert {
+    ($cond:expr) => {
+        kernel::kunit_assert!("nvidia_peermem_rs", "kmod/kunit", 0, $cond)
+    };
+}
+
+/// `kernel::kunit_assert!` for this module's KUnit cases: reports a false
+/// `$cond` to KUnit and ends the case.
+#[cfg(pm_kunit_cstr_file)]
+#[allow(unused_macros)]
+macro_rules! peermem_kunit_assert {
+    ($cond:expr) => {
+        kernel::kunit_assert!("nvidia_peermem_rs", c"kmod/kunit", 0, $cond)
+    };
+}
+
+use kernel::ffi::{c_char, c_void};
+use kernel::types::ForeignOwnable;
+
+/// The pointer `ForeignOwnable::into_foreign` gives for `value`, as the
+/// `*mut` every C callback takes.
+#[inline(always)]
+pub(crate) fn into_foreign<T: ForeignOwnable>(value: T) -> *mut c_void {
+    #[cfg(not(pm_foreign_mut))]
+    let ptr = value.into_foreign().cast_mut();
+    #[cfg(pm_foreign_mut)]
+    let ptr = value.into_foreign();
+    ptr
+}
+
+/// The C string of a `c_str!` literal, as the kernel's `char *`.
+#[inline(always)]
+#[allow(dead_code)] // (the KUnit module has no debugfs files)
+pub(crate) fn c_str_ptr(s: &kernel::str::CStr) -> *const c_char {
+    #[cfg(pm_cstr_ext)]
+    use kernel::str::CStrExt;
+    s.as_char_ptr()
+}
+
+/// `module!` with one author, in the key this kernel's macro takes.
+#[cfg(not(pm_module_authors))]
+macro_rules! peermem_module {
+    (type: $t:tt, name: $n:tt, author: $a:tt, description: $d:tt, license: $l:tt $(,)?) => {
+        ::kernel::prelude::module! {
+            type: $t,
+            name: $n,
+            author: $a,
+            description: $d,
+            license: $l,
+        }
+    };
+}
+
+/// `module!` with one author, in the key this kernel's macro takes.
+#[cfg(pm_module_authors)]
+macro_rules! peermem_module {
+    (type: $t:tt, name: $n:tt, author: $a:tt, description: $d:tt, license: $l:tt $(,)?) => {
+        ::kernel::prelude::module! {
+            type: $t,
+            name: $n,
+            authors: [$a],
+            description: $d,
+            license: $l,
+        }
+    };
+}
+
+/// `HasListLinks<0>` and `ListItem<0>` for `$t`, whose `ListLinks<0>` is
+/// the field `$f`.
+#[cfg(not(pm_list_item_field))]
+macro_rules! peermem_list_item {
+    ($t:ident, $f:ident) => {
+        ::kernel::list::impl_has_list_links! {
+            impl HasListLinks<0> for $t { self.$f }
+        }
+        ::kernel::list::impl_list_item! {
+            impl ListItem<0> for $t { using ListLinks; }
+        }
+    };
+}
+
+/// `HasListLinks<0>` and `ListItem<0>` for `$t`, whose `ListLinks<0>` is
+/// the field `$f`.
+#[cfg(pm_list_item_field)]
+macro_rules! peermem_list_item {
+    ($t:ident, $f:ident) => {
+        ::kernel::list::impl_list_item! {
+            impl ListItem<0> for $t { using ListLinks { self.$f }; }
+        }
+    };
+}
