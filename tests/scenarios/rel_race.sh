@@ -168,7 +168,7 @@ release_in_invalidation() {
 			bg_run free st gpu-free "$va"
 			wait "$pid_dereg"
 			ovl=0
-			kill -0 "$pid_free" 2>/dev/null && ovl=1
+			[ -n "$(bg_rc free)" ] || ovl=1
 			wait "$pid_free"
 			[ "$(bg_rc dereg)" = 0 ] || fail "dereg failed: $(cat /tmp/bg.dereg)" $(figures)
 			[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
@@ -536,9 +536,13 @@ teardown_races() {
 			bg_run free st gpu-free "$va"
 			wait_delay "$d0"
 			st mr-dereg "$mr" >/dev/null || fail "dereg during the invalidation failed" $(figures)
-			kill -0 "$pid_free" 2>/dev/null ||
+			# the cudaFree has not returned (no rc= line yet; the
+			# background subshell itself outlives it by a moment)
+			[ -z "$(bg_rc free)" ] ||
 				fail "the free callback ended before the check" $(figures)
 			rmmod_refused "while a free callback runs"
+			[ -z "$(bg_rc free)" ] ||
+				fail "the free callback ended before rmmod was refused: the window was missed" $(figures)
 			wait "$pid_free"
 			[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
 		fi
