@@ -51,7 +51,7 @@ if [ "$PEERMEM_KERNEL" != "$PEERMEM_PRIMARY_KERNEL" ]; then
 	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' --exclude='*.ko' \
 		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \
 		--exclude=Module.symvers --exclude=modules.order \
-		Kbuild kmod ffi tests/fixtures | tar -C "$tree" -xf -
+		VERSION Kbuild kmod ffi tests/fixtures | tar -C "$tree" -xf -
 	echo "build: kernel $PEERMEM_KERNEL: fixtures, nvidia_peermem_rs (in $PEERMEM_MODULE_TREE_REL)" >&2
 	make -s -C "$kdir" M="$tree/tests/fixtures" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
 	make -s -C "$kdir" M="$tree/tests/fixtures/r525" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
