@@ -155,7 +155,9 @@ fn summary_cmd(args: &[String]) -> Result<bool, String> {
     Ok(total.failed == 0 && total.passed > 0 && (total.skipped == 0 || allow_skips))
 }
 
-fn reliability_cmd(args: &[String]) -> Result<bool, String> {
+/// Reads the verdict files of a report command's arguments, and the file
+/// its `--json FILE` names, if any.
+fn report_args(args: &[String]) -> Result<(Vec<verdict::SuiteVerdict>, Option<String>), String> {
     let mut verdicts = Vec::new();
     let mut json = None;
     let mut i = 0;
@@ -170,36 +172,31 @@ fn reliability_cmd(args: &[String]) -> Result<bool, String> {
         verdicts.push(v);
         i += 1;
     }
-    let report = reliability::build(&verdicts);
-    print!("{}", reliability::render(&report));
+    Ok((verdicts, json))
+}
+
+/// Writes a report as pretty JSON where `--json` asked for it.
+fn write_report<T: serde::Serialize>(json: Option<String>, report: &T) -> Result<(), String> {
     if let Some(json) = json {
-        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
         std::fs::write(&json, text).map_err(|e| format!("cannot write {json}: {e}"))?;
     }
+    Ok(())
+}
+
+fn reliability_cmd(args: &[String]) -> Result<bool, String> {
+    let (verdicts, json) = report_args(args)?;
+    let report = reliability::build(&verdicts);
+    print!("{}", reliability::render(&report));
+    write_report(json, &report)?;
     Ok(report.failed == 0 && report.passed > 0)
 }
 
 fn nvidia_cmd(args: &[String]) -> Result<bool, String> {
-    let mut verdicts = Vec::new();
-    let mut json = None;
-    let mut i = 0;
-    while i < args.len() {
-        if args[i] == "--json" {
-            json = Some(args.get(i + 1).ok_or("--json needs a file")?.clone());
-            i += 2;
-            continue;
-        }
-        let v: verdict::SuiteVerdict = serde_json::from_str(&read(&args[i])?)
-            .map_err(|e| format!("{}: not a verdict: {e}", args[i]))?;
-        verdicts.push(v);
-        i += 1;
-    }
+    let (verdicts, json) = report_args(args)?;
     let report = nvidia::build(&verdicts);
     print!("{}", nvidia::render(&report));
-    if let Some(json) = json {
-        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-        std::fs::write(&json, text).map_err(|e| format!("cannot write {json}: {e}"))?;
-    }
+    write_report(json, &report)?;
     Ok(report.ours_failed == 0 && report.nvidia_undeclared == 0 && !report.rows.is_empty())
 }
 
