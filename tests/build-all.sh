@@ -56,7 +56,7 @@ if [ "$PEERMEM_KERNEL" != "$PEERMEM_PRIMARY_KERNEL" ]; then
 	make -s -C "$kdir" M="$tree/tests/fixtures" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
 	make -s -C "$kdir" M="$tree/tests/fixtures/r525" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
 	make -s -C "$kdir" M="$tree" "${PEERMEM_KMAKE_ARGS[@]}" \
-		"KBUILD_EXTRA_SYMBOLS=$tree/tests/fixtures/Module.symvers" -j"$jobs" modules >&2
+		"KBUILD_EXTRA_SYMBOLS=$tree/tests/fixtures/Module.symvers" PEERMEM_KUNIT=1 -j"$jobs" modules >&2
 	wait_cargo
 	echo "$kdir"
 	exit 0
