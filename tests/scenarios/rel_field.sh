@@ -131,15 +131,8 @@ silent_load() {
 # detector name the stuck tasks (timeout cut to 5 s), then silences it (the
 # tasks stay stuck: this must be the boot's last scenario) and fails.
 deadlock_shown() {
-	echo 5 >/proc/sys/kernel/hung_task_timeout_secs 2>/dev/null
-	_i=0
-	while [ $_i -lt 30 ] && ! since_mark_has "blocked for more than"; do
-		sleep 1
-		_i=$((_i + 1))
-	done
-	_hung=$(since_mark | grep -c "blocked for more than")
-	echo 0 >/proc/sys/kernel/hung_task_timeout_secs 2>/dev/null
-	fail "deadlock: cudaFree in phase $1 and the racing operation stuck for ${REL_HANG_S}s ($PHASE_STUCK); hung-task reports: $_hung" $(figures) hang="$1"
+	name_hung_tasks
+	fail "deadlock: cudaFree in phase $1 and the racing operation stuck for ${REL_HANG_S}s ($PHASE_STUCK); hung-task reports: $HUNG_REPORTS" $(figures) hang="$1"
 }
 
 # B1 (MOFED 2696789) and the registration window (issue 12): cudaFree forced

@@ -468,6 +468,22 @@ phase_race() {
 	_lc=$(simtest leak-check) || fail "phase $_ph left the stack busy: $_lc" $(figures)
 }
 
+# name_hung_tasks: after a forced phase hung, lets the hung-task detector
+# name the stuck tasks inside the scenario (timeout cut to 5 s, up to 30 s),
+# then silences it: the tasks stay stuck (the scenario must be its boot's
+# last) and a report after the scenario would be the boot's. Sets
+# HUNG_REPORTS (how many it printed).
+name_hung_tasks() {
+	echo 5 >/proc/sys/kernel/hung_task_timeout_secs 2>/dev/null
+	_i=0
+	while [ $_i -lt 30 ] && ! since_mark_has "blocked for more than"; do
+		sleep 1
+		_i=$((_i + 1))
+	done
+	HUNG_REPORTS=$(since_mark | grep -c "blocked for more than")
+	echo 0 >/proc/sys/kernel/hung_task_timeout_secs 2>/dev/null
+}
+
 # phase_race_reached PHASE: phase_race, once more while the cudaFree missed
 # the window (TCG's timing on a loaded host), the delay twice as long each
 # time, four tries in all; a phase never raced fails the scenario (it would

@@ -154,17 +154,7 @@ phase_matrix
 # shellcheck disable=SC2086
 if [ "$PHASE_HANG" != none ]; then
 	log "MATRIX gen=$gen peerdirect_support=$pds persistent_api_support=$pers lockdep=$verdict edge=$edge deadlock=$PHASE_HANG$PHASE_FIGURES"
-	# The hung-task detector names the stuck tasks inside this scenario
-	# (timeout cut to 5 s), then is silenced: the tasks stay stuck (the
-	# cell must be its boot's last) and a report after the scenario would
-	# be the boot's.
-	echo 5 >/proc/sys/kernel/hung_task_timeout_secs 2>/dev/null
-	_i=0
-	while [ $_i -lt 30 ] && ! since_mark_has "blocked for more than"; do
-		sleep 1
-		_i=$((_i + 1))
-	done
-	echo 0 >/proc/sys/kernel/hung_task_timeout_secs 2>/dev/null
+	name_hung_tasks
 	fail "deadlock: cudaFree in phase $PHASE_HANG left tasks stuck: $PHASE_STUCK" $(figures) \
 		expected="$expect" lockdep="$verdict" edge=$edge hang="$PHASE_HANG" $PHASE_FIGURES
 fi
