@@ -46,8 +46,8 @@ if ! kdir=$(tests/build-all.sh); then
 fi
 
 # The other kernels of the matrix (tests/kernel/kernels after the primary
-# one): each boots the matrix suites, after the primary kernel's suites.
-# Built here (cached kernels, warm: a few seconds), beside nothing else.
+# one): each boots the matrix suites, in the same pool of QEMUs as the
+# primary kernel's suites (below).
 matrix_suites=(module driver-matrix rel-races field-teeth)
 mapfile -t matrix_kernels < <(awk '!/^#/ && NF { print $1 }' tests/kernel/kernels | tail -n +2)
 if [ -n "${PEERMEM_MATRIX_KERNELS+set}" ]; then
@@ -59,17 +59,6 @@ if [ -n "${SUITES:-}" ]; then
 	matrix_suites=("${picked[@]}")
 fi
 [ "${#matrix_suites[@]}" -gt 0 ] || matrix_kernels=()
-declare -A matrix_kdir=()
-for k in "${matrix_kernels[@]}"; do
-	echo "==> build: kernel $k of the matrix" >&2
-	mkdir -p "$results/kernel-$k"
-	if kd=$(PEERMEM_KERNEL=$k tests/build-all.sh 2>"$results/kernel-$k/build.log"); then
-		matrix_kdir[$k]=$kd
-	else
-		tail -n 20 "$results/kernel-$k/build.log" >&2
-		echo "error: kernel $k: the build failed (its suites are counted failed)" >&2
-	fi
-done
 
 mapfile -t suites < <(ls tests/vm/suites/*.suite 2>/dev/null)
 if [ -n "${SUITES:-}" ]; then
@@ -149,20 +138,44 @@ if [ "${PEERMEM_SKIP_SELFTEST:-0}" != 1 ]; then
 	PEERMEM_VM_JOBS=1 tests/vm/selftest.sh "$kdir" "$results" 2>"$results/selftest.out" &
 	selftest_pid=$!
 fi
-echo "==> VM suites: ${#suites[@]} (PEERMEM_VM_JOBS=${PEERMEM_VM_JOBS:-auto} at a time)" >&2
-PEERMEM_INITRAMFS_READY=1 tests/run-vm-suites.sh "$kdir" "$results" "${suites[@]}" 2>&1 |
-	tee "$results/vm-suites.out" | grep --line-buffered -E "^suite .*(passed|TIMEOUT|again)|FAIL" >&2
-
-# The matrix suites on each other kernel, into results/kernel-<id>/
+# One pool of QEMUs for the primary kernel's suites and the other kernels'
+# matrix suites (tests/run-vm-suites.sh, PEERMEM_VM_SLOTS): the matrix
+# suites fill the cores the primary run's last, long suites leave idle.
+vm_slots="$results/.vm-slots"
+# The matrix, beside the primary suites: each other kernel's modules are
+# built (cached kernels: the fixtures, the module and its KUnit module,
+# ~1 min), then its suites join the pool, into results/kernel-<id>/
 # (tests/vm/run-kernel-matrix.sh).
-phase vm-matrix
 matrix_verdicts=()
 for k in "${matrix_kernels[@]}"; do
 	for s in "${matrix_suites[@]}"; do matrix_verdicts+=("$results/kernel-$k/$s/verdict.json"); done
-	[ -n "${matrix_kdir[$k]:-}" ] || continue
-	tests/vm/run-kernel-matrix.sh "$k" "${matrix_kdir[$k]}" "$results/kernel-$k" "${matrix_suites[@]}" 2>&1 |
-		grep --line-buffered -E "^\[kernel .*(suite .*(passed|TIMEOUT|again)|FAIL|no KASAN)" >&2
 done
+matrix_pid=
+if [ "${#matrix_kernels[@]}" -gt 0 ]; then
+	echo "==> the kernel matrix (${matrix_kernels[*]}: ${matrix_suites[*]}), in the same pool" >&2
+	(
+		t0=$(date +%s)
+		for k in "${matrix_kernels[@]}"; do
+			mkdir -p "$results/kernel-$k"
+			if ! kd=$(PEERMEM_KERNEL=$k tests/build-all.sh 2>"$results/kernel-$k/build.log"); then
+				tail -n 20 "$results/kernel-$k/build.log"
+				echo "error: kernel $k: the build failed (its suites are counted failed)"
+				continue
+			fi
+			PEERMEM_VM_SLOTS=$vm_slots tests/vm/run-kernel-matrix.sh "$k" "$kd" "$results/kernel-$k" "${matrix_suites[@]}" 2>&1
+		done
+		echo $(($(date +%s) - t0)) >"$results/phase-vm-matrix.seconds"
+	) 2>&1 | tee "$results/vm-matrix.out" |
+		grep --line-buffered -E "^\[kernel .*(suite .*(passed|TIMEOUT|again)|FAIL|no KASAN)|^error" >&2 &
+	matrix_pid=$!
+fi
+echo "==> VM suites: ${#suites[@]} (PEERMEM_VM_JOBS=${PEERMEM_VM_JOBS:-auto} at a time)" >&2
+PEERMEM_VM_SLOTS=$vm_slots PEERMEM_INITRAMFS_READY=1 tests/run-vm-suites.sh "$kdir" "$results" "${suites[@]}" 2>&1 |
+	tee "$results/vm-suites.out" | grep --line-buffered -E "^suite .*(passed|TIMEOUT|again)|FAIL" >&2
+
+# What the matrix still runs once the primary suites are done.
+phase vm-matrix-tail
+[ -z "$matrix_pid" ] || wait "$matrix_pid"
 
 phase selftest
 wait "$host_tests_pid"
@@ -209,7 +222,7 @@ try:
     t = json.load(open(path))
 except (OSError, ValueError):
     t = {}
-for phase in ("host-tests", "build", "packaging", "vm-suites", "vm-matrix", "selftest", "nvidia-abi"):
+for phase in ("host-tests", "build", "packaging", "vm-suites", "vm-matrix", "vm-matrix-tail", "selftest", "nvidia-abi"):
     f = os.path.join(results, f"phase-{phase}.seconds")
     if os.path.exists(f):
         t["phase:" + phase] = int(open(f).read())

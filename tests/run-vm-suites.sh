@@ -43,6 +43,30 @@ while read -r _ f; do ordered+=("$f"); done < <(
 		echo "$t $f"
 	done | sort -rn)
 
+# PEERMEM_VM_SLOTS=DIR: runs started side by side (make test: the primary
+# kernel's suites and the other kernels' matrix suites) share one pool of
+# $jobs QEMUs: a suite starts once it holds one of DIR's slot locks, which
+# its runner keeps until it ends.
+slots=${PEERMEM_VM_SLOTS:-}
+[ -z "$slots" ] || mkdir -p "$slots"
+slot_fd=
+# take_slot: waits for a free slot of the shared pool; its lock is on
+# $slot_fd, inherited by the suite's runner.
+take_slot() {
+	local i fd
+	while :; do
+		for ((i = 0; i < jobs; i++)); do
+			exec {fd}>"$slots/slot-$i.lock"
+			if flock -n "$fd"; then
+				slot_fd=$fd
+				return 0
+			fi
+			exec {fd}>&-
+		done
+		sleep 1
+	done
+}
+
 rc=0
 declare -A running=()
 # reap: waits for one suite to end, prints its output, records its status.
@@ -60,8 +84,20 @@ reap() {
 for f in "${ordered[@]}"; do
 	while [ "${#running[@]}" -ge "$jobs" ]; do reap; done
 	n=$(basename "$f" .suite)
-	"$repo/tests/vm/run-suite.sh" "$f" "$initramfs" "$kdir" "$results" >"$results/$n.run.out" 2>&1 &
-	running[$!]=$f
+	if [ -n "$slots" ]; then
+		take_slot
+		# The subshell holds the slot until the runner ends; the runner
+		# and its QEMU do not inherit it (nothing they leave behind can
+		# keep a slot).
+		(
+			"$repo/tests/vm/run-suite.sh" "$f" "$initramfs" "$kdir" "$results" {slot_fd}>&-
+		) >"$results/$n.run.out" 2>&1 &
+		running[$!]=$f
+		exec {slot_fd}>&-
+	else
+		"$repo/tests/vm/run-suite.sh" "$f" "$initramfs" "$kdir" "$results" >"$results/$n.run.out" 2>&1 &
+		running[$!]=$f
+	fi
 done
 while [ "${#running[@]}" -gt 0 ]; do reap; done
 
