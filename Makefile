@@ -7,7 +7,7 @@
 #   make check      the fast loop while working: host tests, lint, build, one VM boot
 #   make deps       install the Debian packages and tools (run by demo/test)
 #   make vm-test SUITE=name   build and boot one suite of tests/vm/suites/
-#   make bench      the in-VM benchmarks on the production and the debug kernel
+#   make bench      the in-VM benchmarks on every kernel's production config and the debug kernel
 #                   (see tests/bench/README.md)
 #   make bench-kernel  build (or find cached) the production-config bench kernel
 #   make bench-trace   single-step a 64 KiB cycle of both clients on it: instructions by function

@@ -88,9 +88,12 @@ for f in "${ordered[@]}"; do
 		take_slot
 		# The subshell holds the slot until the runner ends; the runner
 		# and its QEMU do not inherit it (nothing they leave behind can
-		# keep a slot).
+		# keep a slot). The runner is not its last command: bash would
+		# exec it in the subshell's place, closing the slot at once.
 		(
 			"$repo/tests/vm/run-suite.sh" "$f" "$initramfs" "$kdir" "$results" {slot_fd}>&-
+			st=$?
+			exit $st
 		) >"$results/$n.run.out" 2>&1 &
 		running[$!]=$f
 		exec {slot_fd}>&-

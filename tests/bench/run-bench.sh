@@ -4,10 +4,13 @@
 # table per kernel on the terminal, JSON and PNG under $RESULTS/bench). How
 # to read it: tests/bench/README.md.
 #
-# Two kernels (issue 15):
+# The kernels (issues 15, 32):
 #   production  the bench kernel (tests/kernel/bench.fragment: the test
 #               kernel's configuration with every debug facility off); the
 #               headline. Results under $RESULTS/bench/production/.
+#   production-<id>  the same for another kernel of the matrix
+#               (tests/kernel/kernels, e.g. production-7.2: GCC-built 7.2).
+#               Results under $RESULTS/bench/production-<id>/.
 #   debug       the test kernel (KASAN, lockdep, DMA-API debugging, ...).
 #               Results under $RESULTS/bench/ as before.
 # Each kernel gets its own build of the modules: the debug one the in-tree
@@ -15,7 +18,8 @@
 # copy of the sources under build/bench-production/.
 #
 #   RESULTS=DIR             output root (default: <repo>/results)
-#   BENCH_KERNELS="production debug"  which kernels, in this order (default both)
+#   BENCH_KERNELS="production debug"  which kernels, in this order (default:
+#                           every kernel's production one, then debug)
 #   BENCH_PROFILE=quick     few iterations: a smoke test of the pipeline
 #   BENCH_SUITE=FILE        another suite file (e.g. one adding coalesce_sg=1)
 #   BENCH_CLOCK=icount      (default) QEMU -icount shift=0,sleep=off: guest
@@ -57,12 +61,25 @@ wall) qemu_extra= ;;
 	exit 2
 	;;
 esac
-kernels=${BENCH_KERNELS:-production debug}
+# The matrix's other kernels (a production-<id> each by default).
+other_kernels=$(awk '!/^#/ && NF { print $1 }' "$PEERMEM_KERNELS_TABLE" | tail -n +2 | tr '\n' ' ')
+default_kernels=production
+if [ "$PEERMEM_KERNEL" = "$PEERMEM_PRIMARY_KERNEL" ]; then
+	for id in $other_kernels; do default_kernels="$default_kernels production-$id"; done
+fi
+kernels=${BENCH_KERNELS:-$default_kernels debug}
 for k in $kernels; do
 	case $k in
 	production | debug) ;;
+	production-*)
+		if [ "$PEERMEM_KERNEL" != "$PEERMEM_PRIMARY_KERNEL" ] ||
+			[[ " $other_kernels " != *" ${k#production-} "* ]]; then
+			echo "run-bench: $k: no such kernel besides the primary one (tests/kernel/kernels: $other_kernels)" >&2
+			exit 2
+		fi
+		;;
 	*)
-		echo "run-bench: BENCH_KERNELS takes production and/or debug, not '$k'" >&2
+		echo "run-bench: BENCH_KERNELS takes production, production-<id> (${other_kernels% }) and debug, not '$k'" >&2
 		exit 2
 		;;
 	esac
@@ -127,6 +144,19 @@ case " $kernels " in
 	build_copy "$kdir_production" "$repo/build/bench-production$bench_tree_suffix"
 	;;
 esac
+# production-<id>: that kernel's own build (its toolchain), by this script
+# run for it, which prints its bench kernel's tree.
+declare -A kdir_other
+for k in $kernels; do
+	case $k in
+	production-*)
+		id=${k#production-}
+		echo "bench: the production kernel of $id, its fixtures and module (build/bench-production-$id)" >&2
+		kdir_other[$k]=$(PEERMEM_KERNEL=$id BENCH_KERNELS=production BENCH_BUILD_ONLY=1 \
+			"$repo/tests/bench/run-bench.sh")
+		;;
+	esac
+done
 # BENCH_BUILD_ONLY=1: stop here (tests/bench/run-trace.sh boots its own VMs).
 if [ "${BENCH_BUILD_ONLY:-0}" = 1 ]; then
 	echo "${kdir_production:-$kdir_debug}"
@@ -140,7 +170,7 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 # run_vm KERNEL: pack its initramfs, boot the suite, write meta.json and
 # raw.jsonl; exit status the suite's verdict.
 run_vm() {
-	local k=$1 kdir modules="" dir
+	local k=$1 kdir modules="" dir id=$PEERMEM_KERNEL
 	dir=$(outdir "$k")
 	mkdir -p "$dir"
 	case $k in
@@ -149,13 +179,18 @@ run_vm() {
 		kdir=$kdir_production
 		modules=$repo/build/bench-production$bench_tree_suffix
 		;;
+	production-*)
+		id=${k#production-}
+		kdir=${kdir_other[$k]}
+		modules=$repo/build/bench-$k
+		;;
 	esac
-	PEERMEM_VM_MODULES=$modules tests/vm/mkinitramfs.sh "$work/$k.cpio" "$kdir" >&2
+	PEERMEM_KERNEL=$id PEERMEM_VM_MODULES=$modules tests/vm/mkinitramfs.sh "$work/$k.cpio" "$kdir" >&2
 	echo "bench: $k kernel: booting suite $name, clock $clock (takes minutes: TCG)" >&2
 	local start rc
 	start=$(date +%s)
 	set +e
-	PEERMEM_QEMU_EXTRA=$qemu_extra tests/vm/run-suite.sh "$suite" "$work/$k.cpio" \
+	PEERMEM_KERNEL=$id PEERMEM_QEMU_EXTRA=$qemu_extra tests/vm/run-suite.sh "$suite" "$work/$k.cpio" \
 		"$kdir" "$dir" >"$work/$k.vm.log" 2>&1
 	rc=$?
 	set -e
@@ -209,7 +244,7 @@ first=1
 for k in $kernels; do
 	dir=$(outdir "$k")
 	echo
-	if [ $first = 1 ] && [ "$k" = production ]; then
+	if [ $first = 1 ] && [[ $k = production* ]]; then
 		echo "######## $k kernel (headline) ########"
 	else
 		echo "######## $k kernel ########"
