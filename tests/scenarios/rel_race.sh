@@ -206,10 +206,15 @@ release_in_invalidation() {
 
 free_in_dereg_unlocked() {
 	i=0
+	missed=0
 	while [ $i -lt "$rounds" ]; do
 		alloc_reg 256K 4096 200K
+		# the core's counter of invalidations that found a deregistration
+		# between its unlock and its dma_unmap: a round whose cudaFree came
+		# after the held window ended is run again, the window doubled
+		w0=$(ctr win_dereg_unlocked)
 		d0=$(ctr delays_taken)
-		st delay core_dereg_unlocked 1000 1 >/dev/null
+		st delay core_dereg_unlocked $((1000 << missed)) 1 >/dev/null
 		bg_run dereg st mr-dereg "$mr"
 		await_delay "$d0" || fail "the deregistration never reached the core_dereg_unlocked window" $(figures)
 		st gpu-free "$va" >/dev/null || fail "cudaFree during the deregistration failed" $(figures)
@@ -217,10 +222,16 @@ free_in_dereg_unlocked() {
 		[ "$(bg_rc dereg)" = 0 ] || fail "dereg failed: $(cat /tmp/bg.dereg)" $(figures)
 		st delay "" 0 >/dev/null
 		REL_OPS=$((REL_OPS + 2))
-		REL_RACES=$((REL_RACES + 1))
 		_lc=$(st leak-check) || fail "round $i left something behind: $_lc" $(figures)
+		if [ "$(ctr win_dereg_unlocked)" = "$w0" ]; then
+			missed_round "dereg_unlocked"
+			continue
+		fi
+		missed=0
+		REL_RACES=$((REL_RACES + 1))
 		i=$((i + 1))
 	done
+	EXTRA="retried=$retried"
 	n=$(windows_reached dereg_unlocked)
 	[ "$n" -gt 0 ] ||
 		fail "the window was never open: no invalidation between the deregistration's unlock and its dma_unmap" $(figures)
