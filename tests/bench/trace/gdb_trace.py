@@ -89,6 +89,12 @@ def entry_points(symbols, client, mode="Persistent"):
         for phase in PHASES:
             if re.search(r"Adapter\w*%sE%d%sB" % (mode, len(phase), phase), name):
                 entries[addr] = phase
+    if client == "rs" and mode != "Persistent":
+        # The two adapters differ in acquire only: the compiler keeps one
+        # copy of each other callback, the Persistent one.
+        persistent = entry_points(symbols, client)
+        have = set(entries.values())
+        entries.update({a: p for a, p in persistent.items() if p not in have})
     return entries
 
 
