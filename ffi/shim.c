@@ -119,7 +119,8 @@ int pm_shim_p2p_unpin_persistent(u64 virtual_address,
 
 void pm_shim_free_wait(bool (*done)(void *arg), void *arg)
 {
-	wait_event(pm_free_wq, done(arg));
+	might_sleep();
+	__wait_event(pm_free_wq, done(arg));
 }
 
 void pm_shim_free_wake(void)
