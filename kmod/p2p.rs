@@ -167,6 +167,7 @@ unsafe impl<T: FreeCallback> Send for PageTable<T> {}
 
 impl<T: FreeCallback> PageTable<T> {
     /// Pins `range` with a free callback carrying `data`.
+    #[inline(always)]
     pub(crate) fn pin_invalidating(
         range: GpuRange,
         data: T::Data,
