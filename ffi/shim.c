@@ -119,7 +119,8 @@ int pm_shim_p2p_unpin_persistent(u64 virtual_address,
 
 void pm_shim_free_wait(bool (*done)(void *arg), void *arg)
 {
-	wait_event(pm_free_wq, done(arg));
+	might_sleep();
+	__wait_event(pm_free_wq, done(arg));
 }
 
 void pm_shim_free_wake(void)
@@ -135,7 +136,14 @@ void pm_shim_live_get(void)
 void pm_shim_live_put(void)
 {
 	if (atomic_dec_and_lock(&pm_live, &pm_live_lock)) {
-		wake_up_all(&pm_live_wq);
+		/*
+		 * The waiter queues itself while it holds the lock
+		 * (wait_event_cmd), and holds it whenever it is not queued: under
+		 * the lock, an empty queue means nobody to wake (issue 35: a
+		 * lone registration takes the count to 0 at every release).
+		 */
+		if (waitqueue_active(&pm_live_wq))
+			wake_up_all(&pm_live_wq);
 		spin_unlock(&pm_live_lock);
 	}
 }

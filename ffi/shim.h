@@ -64,7 +64,10 @@ int pm_shim_p2p_unpin_persistent(u64 virtual_address,
 /*
  * The free callbacks' wait queue (issue 31): a free callback that must wait
  * for a thread reading its page table sleeps until @done(@arg) returns
- * true, uninterruptibly (wait_event); @done runs again after every wake-up.
+ * true, uninterruptibly; @done runs again after every wake-up. The caller
+ * has looked once already (@done returned false; issue 35: the common case,
+ * nothing to wait for, makes no call here), so this looks first once
+ * queued for a wake-up (__wait_event), as wait_event's second look.
  * A reader that ends while an invalidation runs wakes every waiter (each
  * looks at its own registration again).
  */

@@ -15,6 +15,8 @@ mod abi;
 mod client;
 mod core_client;
 mod debugfs;
+#[macro_use]
+mod lock;
 mod modinfo;
 mod module_ref;
 mod p2p;

@@ -12,6 +12,8 @@ mod client;
 mod core_client;
 mod kunit;
 mod kunit_mock;
+#[macro_use]
+mod lock;
 mod modinfo;
 mod module_ref;
 mod p2p;

@@ -167,6 +167,7 @@ unsafe impl<T: FreeCallback> Send for PageTable<T> {}
 
 impl<T: FreeCallback> PageTable<T> {
     /// Pins `range` with a free callback carrying `data`.
+    #[inline(always)]
     pub(crate) fn pin_invalidating(
         range: GpuRange,
         data: T::Data,
@@ -402,6 +403,8 @@ impl<T: FreeCallback> PageTable<T> {
 }
 
 impl<T: FreeCallback> Drop for PageTable<T> {
+    // Out of line, as `Pinned::drop`.
+    #[inline(never)]
     fn drop(&mut self) {
         if self.callback.is_some() {
             // Whether the free callback ran only the owner's state says: a
@@ -600,6 +603,10 @@ pub(crate) struct Pinned<T: FreeCallback> {
 }
 
 impl<T: FreeCallback> Drop for Pinned<T> {
+    // Out of line (no path of ours drops pinned pages but on a failure):
+    // the drop glue of `Option<Pinned>` stays small enough to inline, so
+    // storing pinned pages into an empty state slot costs no call.
+    #[inline(never)]
     fn drop(&mut self) {
         if self.page_table.callback.is_some() {
             // As `PageTable::drop`, which says so: the mapping is left too.

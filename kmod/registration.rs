@@ -34,6 +34,7 @@
 //! through links inside the registration itself.
 
 use crate::core_client::INVALIDATION;
+use crate::lock::StateLock;
 use crate::module_ref::ModuleRef;
 use crate::p2p::{FreeCallback, PageTable, PciDevice};
 use crate::range::{GpuRange, GPU_PAGE_SIZE};
@@ -45,9 +46,8 @@ use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::{
     bindings,
     list::{impl_list_arc_safe, ListArc, ListLinks},
-    new_spinlock,
     prelude::*,
-    sync::{Arc, ArcBorrow, SpinLock},
+    sync::{Arc, ArcBorrow},
 };
 
 /// Pinned pages of a registration (its free callback is the registration's).
@@ -160,7 +160,7 @@ static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 #[pin_data]
 pub(crate) struct Registration {
     #[pin]
-    state: SpinLock<State>,
+    state: StateLock<State>,
     /// Links in the [`registry`]'s list.
     #[pin]
     links: ListLinks,
@@ -282,7 +282,7 @@ impl Registration {
     ) -> core::result::Result<ListArc<Self>, Failure> {
         ListArc::pin_init(
             try_pin_init!(Self {
-                state <- new_spinlock!(
+                state <- new_state_lock!(
                     State {
                         pinned: None,
                         sg: None,

@@ -915,10 +915,10 @@ fn debugfs_lines_and_counters() {
 /// it takes this kernel's spinlock out and puts a 4-byte one (padded to 8
 /// before the state) in.
 fn registration_size() {
+    use crate::lock::StateLock;
     use crate::registration::Registration;
     use core::mem::size_of;
-    use kernel::sync::SpinLock;
-    check!(size_of::<SpinLock<()>>() > 64 || size_of::<Registration>() + 8 <= 192);
+    check!(size_of::<StateLock<()>>() > 64 || size_of::<Registration>() + 8 <= 192);
     let lock = size_of::<kernel::bindings::spinlock_t>().next_multiple_of(8);
     check!(size_of::<Registration>() - lock + 8 + 8 <= 128);
 }

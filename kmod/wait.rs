@@ -10,7 +10,14 @@ use kernel::ffi::c_void;
 /// Sleeps, uninterruptibly, until `done` returns true. `done` runs once
 /// before sleeping and again after every [`wake_free_waiters`]; it may take
 /// spinlocks, not sleep. Only where sleeping is allowed.
+#[inline(always)]
 pub(crate) fn free_wait<F: FnMut() -> bool>(mut done: F) {
+    // The first look here: the common case, nothing to wait for, makes no
+    // call into the shim (whose wait queue would call `done` through a
+    // pointer). The shim looks again once queued, before it sleeps.
+    if done() {
+        return;
+    }
     /// # Safety
     ///
     /// `arg` is the `&mut F` that [`free_wait`] passed, alive and used by

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make bench-trace`: where a 64 KiB register + deregister cycle's
-# instructions go, function by function, in the Rust client and in the C
-# reference client, on the production-config bench kernel (issue 15).
+# instructions go, function by function, in the Rust client, the C
+# reference client and NVIDIA's nvidia-peermem (invalidating mode only: it
+# has no persistent one), on the production-config bench kernel (issues
+# 15, 35). TRACE_CLIENTS="rs ref" leaves NVIDIA's out.
 #
 # Boots the bench kernel once per client (-smp 1, nokaslr, QEMU's gdbstub on
 # 127.0.0.1), runs one untraced-then-traced 64 KiB round trip
@@ -26,7 +28,8 @@ nm "$kdir/vmlinux" >"$out/vmlinux.nm"
 
 qemu_pid=
 trap '[ -z "$qemu_pid" ] || kill "$qemu_pid" 2>/dev/null || true' EXIT
-for client in rs ref; do
+clients=${TRACE_CLIENTS:-rs ref nvidia}
+for client in $clients; do
 	log=$out/console-$client.log
 	rm -f "$log" "$out/trace-$client.json"
 	port=$((20000 + RANDOM % 20000))
@@ -52,5 +55,7 @@ for client in rs ref; do
 		--json "$out/verdict-$client.json" >&2 ||
 		{ echo "run-trace: the $client boot is not green (see $log)" >&2; exit 1; }
 done
+nvidia_trace=
+case " $clients " in *" nvidia "*) nvidia_trace=$out/trace-nvidia.json ;; esac
 python3 tests/bench/trace/attribute.py "$out/vmlinux.nm" "$out/trace-rs.json" \
-	"$out/trace-ref.json" "$out/attribution.json" | tee "$out/attribution.txt"
+	"$out/trace-ref.json" "$out/attribution.json" $nvidia_trace | tee "$out/attribution.txt"

@@ -2,15 +2,17 @@
 """gdb side of `make bench-trace`: run as `gdb -batch -x gdb_trace.py`.
 
 Environment: TRACE_LOG (the VM's console log), TRACE_OUT (JSON to write),
-TRACE_CLIENT (rs or ref), TRACE_PORT (QEMU's gdbstub on 127.0.0.1).
+TRACE_CLIENT (rs, ref or nvidia: NVIDIA's nvidia-peermem, which has only
+the invalidating half), TRACE_PORT (QEMU's gdbstub on 127.0.0.1).
 
 Waits for the guest's TRACE-READY line, reads the client module's symbols
 from its KSYM lines, breaks on the seven callbacks the PeerDirect core calls
 (acquire, get_pages, dma_map, get_page_size, dma_unmap, put_pages, release)
 and single-steps each call from its entry to its return, recording every
 instruction address. Then (TRACE-READY-INVALIDATE: the client reloaded in
-invalidating mode, its symbols in KSYM2 lines) it single-steps the
-client's free callback during one cudaFree of a registered 64 KiB buffer. QEMU's gdbstub keeps interrupts and timers off while
+invalidating mode, its symbols in KSYM2 lines) it single-steps the same
+seven callbacks of one more round trip, then the client's free callback
+during one cudaFree of a registered 64 KiB buffer. QEMU's gdbstub keeps interrupts and timers off while
 stepping, so the trace is the call's own path (and everything it calls:
 the provider, the allocator, locks).
 """
@@ -22,6 +24,11 @@ import time
 import gdb
 
 PHASES = ("acquire", "get_pages", "dma_map", "get_page_size", "dma_unmap", "put_pages", "release")
+# NVIDIA's nvidia-peermem.c: its invalidating client's seven callbacks.
+NVIDIA_ENTRIES = {"nv_mem_acquire": "acquire", "nv_mem_get_pages": "get_pages",
+                  "nv_dma_map": "dma_map", "nv_mem_get_page_size": "get_page_size",
+                  "nv_dma_unmap": "dma_unmap", "nv_mem_put_pages": "put_pages",
+                  "nv_mem_release": "release"}
 MASK = (1 << 64) - 1
 
 
@@ -44,8 +51,10 @@ def free_callback_entry(symbols, client):
     for addr, name in symbols:
         if client == "ref" and name == "ref_free_cb":
             return addr
+        if client == "nvidia" and name == "nv_get_p2p_free_callback":
+            return addr
         # Rust v0 mangling of p2p::free_callback::<Registration>
-        if client != "ref" and re.search(r"13free_callback", name):
+        if client == "rs" and re.search(r"13free_callback", name):
             return addr
     raise gdb.GdbError("no symbol for the free callback")
 
@@ -63,37 +72,38 @@ def step_to_return(pc):
         rips.append(pc)
 
 
-def entry_points(symbols, client):
-    """Address -> phase of the client's seven callbacks."""
+def entry_points(symbols, client, mode="Persistent"):
+    """Address -> phase of the client's seven callbacks (the Rust client's
+    adapter of `mode`: Persistent or Invalidating)."""
     entries = {}
     for addr, name in symbols:
         if client == "ref":
             if name.startswith("ref_") and name[4:] in PHASES:
                 entries[addr] = name[4:]
             continue
+        if client == "nvidia":
+            if name in NVIDIA_ENTRIES:
+                entries[addr] = NVIDIA_ENTRIES[name]
+            continue
         # Rust v0 mangling of client::Adapter<Persistent>::<phase>
         for phase in PHASES:
-            if re.search(r"Adapter\w*PersistentE%d%sB" % (len(phase), phase), name):
+            if re.search(r"Adapter\w*%sE%d%sB" % (mode, len(phase), phase), name):
                 entries[addr] = phase
+    if client == "rs" and mode != "Persistent":
+        # The two adapters differ in acquire only: the compiler keeps one
+        # copy of each other callback, the Persistent one.
+        persistent = entry_points(symbols, client)
+        have = set(entries.values())
+        entries.update({a: p for a, p in persistent.items() if p not in have})
     return entries
 
 
-def reg(name):
-    return int(gdb.parse_and_eval("$" + name)) & MASK
-
-
-def main():
-    log = os.environ["TRACE_LOG"]
-    client = os.environ["TRACE_CLIENT"]
-    text = wait_ready(log)
-    symbols = [(int(a, 16), n) for a, n in re.findall(r"KSYM ([0-9a-f]+) \w (\S+)", text)]
-    entries = entry_points(symbols, client)
+def trace_round_trip(entries):
+    """Single-steps every call into the client from the next acquire to
+    its release; returns them."""
     missing = set(PHASES) - set(entries.values())
     if missing:
         raise gdb.GdbError("no symbol for the callbacks %s" % sorted(missing))
-    gdb.execute("set architecture i386:x86-64", to_string=True)
-    gdb.execute("set pagination off")
-    gdb.execute("target remote 127.0.0.1:%s" % os.environ["TRACE_PORT"], to_string=True)
     for addr in entries:
         gdb.execute("break *0x%x" % addr, to_string=True)
     calls = []
@@ -105,13 +115,34 @@ def main():
         rips = step_to_return(pc)
         calls.append({"phase": entries[rips[0]], "rips": rips})
     gdb.execute("delete", to_string=True)
-    gdb.execute("detach", to_string=True)
+    return calls
 
-    # The free callback, on the client reloaded in invalidating mode.
+
+def reg(name):
+    return int(gdb.parse_and_eval("$" + name)) & MASK
+
+
+def main():
+    log = os.environ["TRACE_LOG"]
+    client = os.environ["TRACE_CLIENT"]
+    gdb.execute("set architecture i386:x86-64", to_string=True)
+    gdb.execute("set pagination off")
+    symbols, calls = [], []
+    if client != "nvidia":
+        text = wait_ready(log)
+        symbols = [(int(a, 16), n) for a, n in re.findall(r"KSYM ([0-9a-f]+) \w (\S+)", text)]
+        entries = entry_points(symbols, client)
+        gdb.execute("target remote 127.0.0.1:%s" % os.environ["TRACE_PORT"], to_string=True)
+        calls = trace_round_trip(entries)
+        gdb.execute("detach", to_string=True)
+
+    # The client reloaded in invalidating mode: a round trip, then the free
+    # callback.
     text = wait_ready(log, "TRACE-READY-INVALIDATE")
     symbols2 = [(int(a, 16), n) for a, n in re.findall(r"KSYM2 ([0-9a-f]+) \w (\S+)", text)]
     entry = free_callback_entry(symbols2, client)
     gdb.execute("target remote 127.0.0.1:%s" % os.environ["TRACE_PORT"], to_string=True)
+    calls_inv = trace_round_trip(entry_points(symbols2, client, "Invalidating"))
     gdb.execute("break *0x%x" % entry, to_string=True)
     gdb.execute("continue", to_string=True)
     pc = reg("pc")
@@ -122,6 +153,7 @@ def main():
     gdb.execute("detach", to_string=True)
     with open(os.environ["TRACE_OUT"], "w") as f:
         json.dump({"client": client, "symbols": symbols, "calls": calls,
+                   "invalidating": {"calls": calls_inv, "symbols": symbols2},
                    "invalidation": invalidation}, f)
 
 

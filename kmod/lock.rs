@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The lock of a registration's state: the kernel's `spinlock_t`, through a
+//! lock backend of the kernel crate's [`Lock`] that calls the kernel's own
+//! out-of-line lock functions where the kernel has them.
+//!
+//! Why (issue 35): the kernel crate of Linux 6.12 takes a spinlock through
+//! two out-of-line calls before the kernel's `_raw_spin_lock`
+//! (`SpinLockBackend::lock`, then the C helper `rust_helper_spin_lock`), and
+//! releases it through two calls where C code stores one byte. The hot path
+//! takes the state lock a dozen times per registration. Here `lock` is one
+//! direct call of `_raw_spin_lock`, as `spin_lock` compiles to in C, and
+//! `unlock` one call of `_raw_spin_unlock` where the kernel builds it out of
+//! line (lock debugging), otherwise the helper (the unlock is inline C code
+//! there: nothing to call directly). Both are what `spin_lock` and
+//! `spin_unlock` do on these kernels, lockdep included: `spin_lock(l)` is
+//! `_raw_spin_lock(&l->rlock)` on every SMP kernel without `PREEMPT_RT`
+//! whose architecture does not inline its lock functions.
+//!
+//! On kernels whose lock backend has another shape (7.x: `try_lock`,
+//! `assert_is_held`, and C helpers the Rust code may inline) the kernel's
+//! own [`SpinLock`](kernel::sync::SpinLock) is used.
+//!
+//! [`Lock`]: kernel::sync::lock::Lock
+
+#[cfg(not(pm_lock_backend_try_lock))]
+pub(crate) use direct::StateLock;
+
+#[cfg(pm_lock_backend_try_lock)]
+pub(crate) type StateLock<T> = kernel::sync::SpinLock<T>;
+
+/// A [`StateLock`] of `$inner`, in the lock class named `$name`.
+#[cfg(not(pm_lock_backend_try_lock))]
+macro_rules! new_state_lock {
+    ($inner:expr, $name:literal) => {
+        ::kernel::sync::lock::Lock::<_, $crate::lock::DirectSpinLockBackend>::new(
+            $inner,
+            ::kernel::c_str!($name),
+            ::kernel::static_lock_class!(),
+        )
+    };
+}
+
+/// A [`StateLock`] of `$inner`, in the lock class named `$name`.
+#[cfg(pm_lock_backend_try_lock)]
+macro_rules! new_state_lock {
+    ($inner:expr, $name:literal) => {
+        ::kernel::new_spinlock!($inner, $name)
+    };
+}
+
+#[cfg(not(pm_lock_backend_try_lock))]
+pub(crate) use direct::DirectSpinLockBackend;
+
+#[cfg(not(pm_lock_backend_try_lock))]
+mod direct {
+    use kernel::{bindings, ffi::c_char, sync::lock::Backend};
+
+    /// A spinlock taken by direct calls of the kernel's lock functions.
+    pub(crate) type StateLock<T> = kernel::sync::lock::Lock<T, DirectSpinLockBackend>;
+
+    /// The backend of [`StateLock`]: a `spinlock_t`, like the kernel crate's
+    /// `SpinLockBackend`, with its lock and unlock inline in the caller.
+    pub(crate) struct DirectSpinLockBackend;
+
+    /// The `raw_spinlock_t` inside a `spinlock_t`: its first member (`rlock`,
+    /// which `spin_lock` passes on), at offset 0. bindgen keeps `spinlock_t`
+    /// opaque, hence the cast.
+    #[allow(dead_code)] // (unused where both calls go through the helpers)
+    #[inline(always)]
+    fn raw(ptr: *mut bindings::spinlock_t) -> *mut bindings::raw_spinlock_t {
+        ptr.cast()
+    }
+
+    // SAFETY: `lock` and `unlock` take and release the `spinlock_t` that
+    // `init` initialised, as `spin_lock` and `spin_unlock` do (see `lock` and
+    // `unlock`), so whoever holds the guard is the only owner of the lock.
+    unsafe impl Backend for DirectSpinLockBackend {
+        type State = bindings::spinlock_t;
+        type GuardState = ();
+
+        #[inline(always)]
+        unsafe fn init(
+            ptr: *mut Self::State,
+            name: *const c_char,
+            key: *mut bindings::lock_class_key,
+        ) {
+            // SAFETY: the caller guarantees that `ptr` is valid for writes and
+            // that `name` and `key` stay valid for reads for good.
+            unsafe { bindings::__spin_lock_init(ptr, name, key) }
+        }
+
+        #[inline(always)]
+        unsafe fn lock(ptr: *mut Self::State) -> Self::GuardState {
+            // On these kernels `spin_lock(l)` is `_raw_spin_lock(&l->rlock)`,
+            // an exported function (lockdep's hooks inside).
+            #[cfg(all(CONFIG_SMP, not(CONFIG_PREEMPT_RT), not(CONFIG_INLINE_SPIN_LOCK)))]
+            // SAFETY: the caller guarantees that `ptr` points at a spinlock
+            // initialised by `init`; `rlock` is its first member.
+            unsafe {
+                bindings::_raw_spin_lock(raw(ptr))
+            }
+            #[cfg(not(all(CONFIG_SMP, not(CONFIG_PREEMPT_RT), not(CONFIG_INLINE_SPIN_LOCK))))]
+            // SAFETY: as above.
+            unsafe {
+                bindings::spin_lock(ptr)
+            }
+        }
+
+        #[inline(always)]
+        unsafe fn unlock(ptr: *mut Self::State, _guard_state: &Self::GuardState) {
+            // `spin_unlock(l)` is `_raw_spin_unlock(&l->rlock)`, out of line
+            // and exported only with `UNINLINE_SPIN_UNLOCK` (lock
+            // debugging); otherwise inline C code, reached through the
+            // kernel crate's helper.
+            #[cfg(all(CONFIG_SMP, not(CONFIG_PREEMPT_RT), CONFIG_UNINLINE_SPIN_UNLOCK))]
+            // SAFETY: the caller owns the lock at `ptr`, initialised by
+            // `init`; `rlock` is its first member.
+            unsafe {
+                bindings::_raw_spin_unlock(raw(ptr))
+            }
+            #[cfg(not(all(CONFIG_SMP, not(CONFIG_PREEMPT_RT), CONFIG_UNINLINE_SPIN_UNLOCK)))]
+            // SAFETY: as above.
+            unsafe {
+                bindings::spin_unlock(ptr)
+            }
+        }
+    }
+}
