@@ -35,7 +35,11 @@ fi
 
 # Longest first: "seconds path" lines, sorted.
 ordered=()
-while read -r _ f; do ordered+=("$f"); done < <(
+declare -A expected=()
+while read -r t f; do
+	ordered+=("$f")
+	expected[$f]=$t
+done < <(
 	for f in "$@"; do
 		n=$(basename "$f" .suite)
 		t=$(awk -v n="$n" '$1 == n { t = $2 } END { print t }' "$history" 2>/dev/null)
@@ -46,23 +50,44 @@ while read -r _ f; do ordered+=("$f"); done < <(
 # PEERMEM_VM_SLOTS=DIR: runs started side by side (make test: the primary
 # kernel's suites and the other kernels' matrix suites) share one pool of
 # $jobs QEMUs: a suite starts once it holds one of DIR's slot locks, which
-# its runner keeps until it ends.
+# its runner keeps until it ends. Longest first across the runs too: each
+# run posts the expected seconds of the suite it waits to start
+# (DIR/waiting.<pid>), and a run whose suite is shorter than another's
+# waiting one lets that one go first.
 slots=${PEERMEM_VM_SLOTS:-}
 [ -z "$slots" ] || mkdir -p "$slots"
 slot_fd=
-# take_slot: waits for a free slot of the shared pool; its lock is on
-# $slot_fd, inherited by the suite's runner.
+# longer_waiting SECONDS: another live run waits to start a longer suite.
+longer_waiting() {
+	local w pid t
+	for w in "$slots"/waiting.*; do
+		[ -f "$w" ] || continue
+		pid=${w##*.}
+		[ "$pid" != $$ ] || continue
+		kill -0 "$pid" 2>/dev/null || continue
+		read -r t <"$w" 2>/dev/null || continue
+		[ "${t:-0}" -le "$1" ] || return 0
+	done
+	return 1
+}
+# take_slot SECONDS: waits for a free slot of the shared pool, for a suite
+# expected to take SECONDS; its lock is on $slot_fd, inherited by the
+# suite's runner.
 take_slot() {
 	local i fd
+	echo "$1" >"$slots/waiting.$$"
 	while :; do
-		for ((i = 0; i < jobs; i++)); do
-			exec {fd}>"$slots/slot-$i.lock"
-			if flock -n "$fd"; then
-				slot_fd=$fd
-				return 0
-			fi
-			exec {fd}>&-
-		done
+		if ! longer_waiting "$1"; then
+			for ((i = 0; i < jobs; i++)); do
+				exec {fd}>"$slots/slot-$i.lock"
+				if flock -n "$fd"; then
+					slot_fd=$fd
+					rm -f "$slots/waiting.$$"
+					return 0
+				fi
+				exec {fd}>&-
+			done
+		fi
 		sleep 1
 	done
 }
@@ -85,7 +110,7 @@ for f in "${ordered[@]}"; do
 	while [ "${#running[@]}" -ge "$jobs" ]; do reap; done
 	n=$(basename "$f" .suite)
 	if [ -n "$slots" ]; then
-		take_slot
+		take_slot "${expected[$f]}"
 		# The subshell holds the slot until the runner ends; the runner
 		# and its QEMU do not inherit it (nothing they leave behind can
 		# keep a slot). The runner is not its last command: bash would
