@@ -18,6 +18,17 @@
 wait_s=${rel_arg_wait:-10}
 mod=$REL_MOD
 stack_up_fixtures
+# traced_roundtrip KSYM_TAG READY_TAG: two untraced 64 KiB round trips, the
+# module symbols (KSYM_TAG lines) and READY_TAG for the host, the wait for
+# gdb, then the traced round trip.
+traced_roundtrip() {
+	st roundtrip 64K >/dev/null || fail "untraced round trip failed"
+	st roundtrip 64K >/dev/null || fail "untraced round trip failed"
+	grep -E "\]$" /proc/kallsyms | sed "s/^/$1 /"
+	echo "$2 $mod"
+	sleep "$wait_s"
+	_o=$(st roundtrip 64K) || fail "traced round trip failed ($2): $_o"
+}
 if ! nvidia_client; then
 	# The persistent client (the bench's headline mode; client_params
 	# reads it).
@@ -25,12 +36,7 @@ if ! nvidia_client; then
 	pers=1
 	# shellcheck disable=SC2046
 	load "$mod" $(client_params)
-	st roundtrip 64K >/dev/null || fail "untraced round trip failed"
-	st roundtrip 64K >/dev/null || fail "untraced round trip failed"
-	grep -E "\]$" /proc/kallsyms | sed "s/^/KSYM /"
-	echo "TRACE-READY $mod"
-	sleep "$wait_s"
-	_o=$(st roundtrip 64K) || fail "traced round trip failed: $_o"
+	traced_roundtrip KSYM TRACE-READY
 	echo "TRACE-DONE $mod"
 	unload "$mod"
 fi
@@ -44,12 +50,7 @@ inval() {
 		fail "invalidation bench failed"
 }
 inval 2
-st roundtrip 64K >/dev/null || fail "untraced round trip failed"
-st roundtrip 64K >/dev/null || fail "untraced round trip failed"
-grep -E "\]$" /proc/kallsyms | sed "s/^/KSYM2 /"
-echo "TRACE-READY-INVALIDATE $mod"
-sleep "$wait_s"
-_o=$(st roundtrip 64K) || fail "traced invalidating round trip failed: $_o"
+traced_roundtrip KSYM2 TRACE-READY-INVALIDATE
 inval 1
 echo "TRACE-DONE-INVALIDATE $mod"
 stack_down
