@@ -29,6 +29,15 @@ nm "$kdir/vmlinux" >"$out/vmlinux.nm"
 qemu_pid=
 trap '[ -z "$qemu_pid" ] || kill "$qemu_pid" 2>/dev/null || true' EXIT
 clients=${TRACE_CLIENTS:-rs ref nvidia}
+# the attribution compares the Rust client with the reference (and NVIDIA's
+# when traced): both are needed
+case " $clients " in
+*" rs "*" ref "* | *" ref "*" rs "*) ;;
+*)
+	echo "run-trace: TRACE_CLIENTS must name rs and ref (nvidia optional), not '$clients'" >&2
+	exit 2
+	;;
+esac
 for client in $clients; do
 	log=$out/console-$client.log
 	rm -f "$log" "$out/trace-$client.json"
