@@ -35,7 +35,12 @@ static DECLARE_WAIT_QUEUE_HEAD(pm_free_wq);
 static DECLARE_WAIT_QUEUE_HEAD(pm_live_wq);
 /* Takes the count to 0 (atomic_dec_and_lock); the waiter checks under it. */
 static DEFINE_SPINLOCK(pm_live_lock);
-static atomic_t pm_live = ATOMIC_INIT(0);
+/*
+ * The registrations alive, plus a base of 1 that only a waiter drops while
+ * it waits (issue 35): with the base, the last registration's put does not
+ * reach 0, so it takes no lock and wakes nobody.
+ */
+static atomic_t pm_live = ATOMIC_INIT(1);
 
 struct dentry *pm_shim_debugfs_create_file(const char *name, umode_t mode,
 					   struct dentry *parent, void *data,
@@ -136,27 +141,25 @@ void pm_shim_live_get(void)
 void pm_shim_live_put(void)
 {
 	if (atomic_dec_and_lock(&pm_live, &pm_live_lock)) {
-		/*
-		 * The waiter queues itself while it holds the lock
-		 * (wait_event_cmd), and holds it whenever it is not queued: under
-		 * the lock, an empty queue means nobody to wake (issue 35: a
-		 * lone registration takes the count to 0 at every release).
-		 */
-		if (waitqueue_active(&pm_live_wq))
-			wake_up_all(&pm_live_wq);
+		/* Only while the base is dropped: a waiter is there. */
+		wake_up_all(&pm_live_wq);
 		spin_unlock(&pm_live_lock);
 	}
 }
 
 unsigned int pm_shim_live_count(void)
 {
-	return atomic_read(&pm_live);
+	/* Less the base (not called while a waiter has dropped it). */
+	return atomic_read(&pm_live) - 1;
 }
 
 void pm_shim_live_wait_none(void)
 {
 	spin_lock(&pm_live_lock);
+	/* Without the base, the last put takes the lock and wakes us. */
+	atomic_dec(&pm_live);
 	wait_event_cmd(pm_live_wq, !atomic_read(&pm_live),
 		       spin_unlock(&pm_live_lock), spin_lock(&pm_live_lock));
+	atomic_inc(&pm_live);
 	spin_unlock(&pm_live_lock);
 }
