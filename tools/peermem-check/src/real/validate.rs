@@ -319,11 +319,25 @@ fn device_gone(e: &VerbsError) -> Check {
     verbs_fail("rdma_device", "RDMA device during the run", e)
 }
 
+/// Writes `text` to `file` so that whoever sees the file sees all of it:
+/// into a temporary file beside it, then renamed into place (a script
+/// waiting for the hold file read it empty, between the create and the
+/// write, in a loaded `make test`).
+fn write_whole(file: &Path, text: &str) -> std::io::Result<()> {
+    let mut tmp = file.as_os_str().to_owned();
+    tmp.push(format!(".tmp.{}", std::process::id()));
+    let tmp = std::path::PathBuf::from(tmp);
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, file).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
 /// `--fault hold`: creates `file` (our pid and QP number in it), then waits
 /// until it is gone, polling, at most `HOLD_LIMIT`. Returns how long it
 /// held, or why it stopped holding.
 fn hold(file: &Path, qpn: u32) -> Result<Duration, String> {
-    std::fs::write(file, format!("pid {}\nqp {qpn}\n", std::process::id()))
+    write_whole(file, &format!("pid {}\nqp {qpn}\n", std::process::id()))
         .map_err(|e| format!("cannot create the hold file {}: {e}", file.display()))?;
     eprintln!(
         "peermem-check: holding with QP {qpn} ready: remove {} to go on (at most {HOLD_LIMIT:?})",
@@ -948,18 +962,23 @@ mod tests {
     fn hold_waits_for_its_file_to_go() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("hold");
-        let g = f.clone();
-        let t = std::thread::spawn(move || {
-            // Remove the file once the hold has created it.
-            while !g.exists() {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            assert!(std::fs::read_to_string(&g).unwrap().contains("qp 7"));
-            std::fs::remove_file(&g).unwrap();
-        });
-        let held = hold(&f, 7).expect("released");
-        t.join().unwrap();
-        assert!(held < HOLD_LIMIT);
+        // Many rounds, the watcher polling without a pause: a hold file
+        // seen before it is whole (created, not yet written) is caught.
+        for round in 0..100 {
+            let g = f.clone();
+            let t = std::thread::spawn(move || {
+                while !g.exists() {
+                    std::thread::yield_now();
+                }
+                let text = std::fs::read_to_string(&g).unwrap();
+                std::fs::remove_file(&g).unwrap();
+                text
+            });
+            let held = hold(&f, 7).expect("released");
+            let text = t.join().unwrap();
+            assert!(text.contains("qp 7"), "round {round}: read {text:?}");
+            assert!(held < HOLD_LIMIT);
+        }
         let e = hold(&dir.path().join("no/such/dir"), 7).unwrap_err();
         assert!(e.contains("cannot create the hold file"), "{e}");
     }
