@@ -3,7 +3,8 @@
 #   run-vm-suites.sh KDIR RESULTS_DIR SUITE_FILE...
 # Boots up to PEERMEM_VM_JOBS suites at a time (default: cores + 1 when the
 # host has at least 2, see below), the longest first (the last run's
-# times, kept in the cache, else each suite's timeout). Each suite's output
+# times, kept in the cache, else tests/vm/suite-seconds/<kernel>.txt, else
+# each suite's timeout). Each suite's output
 # is printed when it ends; RESULTS_DIR/timings.json has every suite's wall
 # time. Exit 0 only if every suite is green.
 set -uo pipefail
@@ -22,6 +23,10 @@ verdict="$repo/target/release/vm-verdict"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/nvidia-peermem-rs"
 # (PEERMEM_SUITE_HISTORY: another kernel's, tests/vm/run-kernel-matrix.sh)
 history="${PEERMEM_SUITE_HISTORY:-$cache/suite-seconds.txt}"
+# Without a history (a new machine): the committed figures of the kernel
+# (tests/vm/suite-seconds/README.md), then the suite's timeout.
+kernel=${PEERMEM_KERNEL:-$(awk '!/^#/ && NF { print $1; exit }' "$repo/tests/kernel/kernels")}
+defaults="$repo/tests/vm/suite-seconds/$kernel.txt"
 # One QEMU more than the host has cores: a QEMU uses about 0.9 of a core
 # (scenario scripts are mostly one thread; guest sleeps, the edu device's
 # 100 ms DMA timer and kmemleak's age wait leave the rest idle). Measured
@@ -43,6 +48,7 @@ done < <(
 	for f in "$@"; do
 		n=$(basename "$f" .suite)
 		t=$(awk -v n="$n" '$1 == n { t = $2 } END { print t }' "$history" 2>/dev/null)
+		[ -n "$t" ] || t=$(awk -v n="$n" '$1 == n { t = $2 } END { print t }' "$defaults" 2>/dev/null)
 		[ -n "$t" ] || t=$("$verdict" suite-field --suite "$f" timeout 2>/dev/null || echo 600)
 		echo "$t $f"
 	done | sort -rn)

@@ -43,7 +43,7 @@ PEERMEM_KERNEL=$k PEERMEM_VM_SUITES="$kres/suites" \
 	tests/vm/mkinitramfs.sh "$kres/initramfs.cpio" "$kdir" || exit 2
 # Its own suite-time history (the primary kernel's orders the primary run).
 PEERMEM_SUITE_HISTORY="${XDG_CACHE_HOME:-$HOME/.cache}/nvidia-peermem-rs/suite-seconds-$k.txt" \
-	PEERMEM_INITRAMFS_READY=1 tests/run-vm-suites.sh "$kdir" "$kres" "${ksuites[@]}" 2>&1 |
+	PEERMEM_KERNEL=$k PEERMEM_INITRAMFS_READY=1 tests/run-vm-suites.sh "$kdir" "$kres" "${ksuites[@]}" 2>&1 |
 	tee "$kres/vm-suites.out" | sed -u "s/^/[kernel $k] /"
 rc=${PIPESTATUS[0]}
 for s in "$@"; do
