@@ -176,6 +176,9 @@ PEERMEM_VM_SLOTS=$vm_slots PEERMEM_INITRAMFS_READY=1 tests/run-vm-suites.sh "$kd
 # What the matrix still runs once the primary suites are done.
 phase vm-matrix-tail
 [ -z "$matrix_pid" ] || wait "$matrix_pid"
+# The pool held its limit, and every suite of every kernel ran in it.
+python3 tests/vm/pool-check.py "$vm_slots" $((${#suites[@]} + ${#matrix_verdicts[@]})) \
+	"$results/vm-pool.json" >&2
 
 phase selftest
 wait "$host_tests_pid"
@@ -251,7 +254,7 @@ if [ -n "$packaging_suite" ]; then
 fi
 [ -z "$selftest_pid" ] || verdicts+=("$results/harness-selftest.json")
 verdicts+=("${matrix_verdicts[@]}")
-verdicts+=("$results/lint.json" "$results/nvidia-abi.json")
+verdicts+=("$results/lint.json" "$results/nvidia-abi.json" "$results/vm-pool.json")
 target/release/vm-verdict summary --cargo-log "$results/cargo-test.log" \
 	--cargo-status "$results/cargo-test.rc" --host-skips "$results/host-skips.txt" \
 	"${verdicts[@]}" | tee "$results/summary.txt"

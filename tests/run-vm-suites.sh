@@ -61,7 +61,7 @@ done < <(
 # (DIR/waiting.<pid>), and a run whose suite is shorter than another's
 # waiting one lets that one go first.
 slots=${PEERMEM_VM_SLOTS:-}
-[ -z "$slots" ] || mkdir -p "$slots"
+[ -z "$slots" ] || { mkdir -p "$slots" && echo "$jobs" >"$slots/jobs"; }
 slot_fd=
 # longer_waiting SECONDS: another live run waits to start a longer suite.
 longer_waiting() {
@@ -121,9 +121,13 @@ for f in "${ordered[@]}"; do
 		# and its QEMU do not inherit it (nothing they leave behind can
 		# keep a slot). The runner is not its last command: bash would
 		# exec it in the subshell's place, closing the slot at once.
+		# Each start and end goes to the pool's log, which make test checks
+		# against the limit (tests/vm/pool-check.py).
 		(
+			echo "$(date +%s.%N) start $kernel/$n" >>"$slots/log"
 			"$repo/tests/vm/run-suite.sh" "$f" "$initramfs" "$kdir" "$results" {slot_fd}>&-
 			st=$?
+			echo "$(date +%s.%N) end $kernel/$n" >>"$slots/log"
 			exit $st
 		) >"$results/$n.run.out" 2>&1 &
 		running[$!]=$f
