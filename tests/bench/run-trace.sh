@@ -31,13 +31,14 @@ trap '[ -z "$qemu_pid" ] || kill "$qemu_pid" 2>/dev/null || true' EXIT
 clients=${TRACE_CLIENTS:-rs ref nvidia}
 # the attribution compares the Rust client with the reference (and NVIDIA's
 # when traced): both are needed
-case " $clients " in
-*" rs "*" ref "* | *" ref "*" rs "*) ;;
-*)
+# (each word on its own: one pattern for both would need the space between
+# them twice, and refused the default)
+case " $clients " in *" rs "*) has_rs=1 ;; *) has_rs=0 ;; esac
+case " $clients " in *" ref "*) has_ref=1 ;; *) has_ref=0 ;; esac
+if [ "$has_rs$has_ref" != 11 ]; then
 	echo "run-trace: TRACE_CLIENTS must name rs and ref (nvidia optional), not '$clients'" >&2
 	exit 2
-	;;
-esac
+fi
 for client in $clients; do
 	log=$out/console-$client.log
 	rm -f "$log" "$out/trace-$client.json"
