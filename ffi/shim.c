@@ -33,14 +33,8 @@ extern int nvidia_p2p_put_pages_persistent(u64 virtual_address,
 static DEFINE_SPINLOCK(pm_registry_lock);
 static DECLARE_WAIT_QUEUE_HEAD(pm_free_wq);
 static DECLARE_WAIT_QUEUE_HEAD(pm_live_wq);
-/* Takes the count to 0 (atomic_dec_and_lock); the waiter checks under it. */
+/* Takes the live count to 0 (atomic_dec_and_lock); the waiter checks under it. */
 static DEFINE_SPINLOCK(pm_live_lock);
-/*
- * The registrations alive, plus a base of 1 that only a waiter drops while
- * it waits (issue 35): with the base, the last registration's put does not
- * reach 0, so it takes no lock and wakes nobody.
- */
-static atomic_t pm_live = ATOMIC_INIT(1);
 
 struct dentry *pm_shim_debugfs_create_file(const char *name, umode_t mode,
 					   struct dentry *parent, void *data,
@@ -133,33 +127,22 @@ void pm_shim_free_wake(void)
 	wake_up_all(&pm_free_wq);
 }
 
-void pm_shim_live_get(void)
+void pm_shim_live_put_last(atomic_t *live)
 {
-	atomic_inc(&pm_live);
-}
-
-void pm_shim_live_put(void)
-{
-	if (atomic_dec_and_lock(&pm_live, &pm_live_lock)) {
-		/* Only while the base is dropped: a waiter is there. */
+	/* 0 only while the base is dropped: a waiter is there. */
+	if (atomic_dec_and_lock(live, &pm_live_lock)) {
 		wake_up_all(&pm_live_wq);
 		spin_unlock(&pm_live_lock);
 	}
 }
 
-unsigned int pm_shim_live_count(void)
-{
-	/* Less the base (not called while a waiter has dropped it). */
-	return atomic_read(&pm_live) - 1;
-}
-
-void pm_shim_live_wait_none(void)
+void pm_shim_live_wait_none(atomic_t *live)
 {
 	spin_lock(&pm_live_lock);
 	/* Without the base, the last put takes the lock and wakes us. */
-	atomic_dec(&pm_live);
-	wait_event_cmd(pm_live_wq, !atomic_read(&pm_live),
+	atomic_dec(live);
+	wait_event_cmd(pm_live_wq, !atomic_read(live),
 		       spin_unlock(&pm_live_lock), spin_lock(&pm_live_lock));
-	atomic_inc(&pm_live);
+	atomic_inc(live);
 	spin_unlock(&pm_live_lock);
 }

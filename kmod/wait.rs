@@ -5,6 +5,7 @@
 //! page table, and a failed init waiting for the registrations still alive.
 
 use crate::sys;
+use core::sync::atomic::{AtomicI32, Ordering};
 use kernel::ffi::c_void;
 
 /// Sleeps, uninterruptibly, until `done` returns true. `done` runs once
@@ -39,10 +40,17 @@ pub(crate) fn wake_free_waiters() {
     unsafe { sys::pm_shim_free_wake() };
 }
 
+/// The registrations alive, plus a base of 1 that only [`wait_none_alive`]
+/// drops while it waits (issue 35): a put that leaves the count above 0 is
+/// a compare-exchange here, with no call and no lock; the one that may take
+/// it to 0 is the shim's, under the lock the waiter checks it under. The
+/// shim reads and writes it as an `atomic_t` (an `int`, as this is).
+static LIVE: AtomicI32 = AtomicI32::new(1);
+
 /// Counts one more registration alive (see [`wait_none_alive`]).
+#[inline(always)]
 pub(crate) fn alive_get() {
-    // SAFETY: FFI call without preconditions.
-    unsafe { sys::pm_shim_live_get() };
+    LIVE.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Counts one registration less; the last wakes [`wait_none_alive`].
@@ -50,19 +58,29 @@ pub(crate) fn alive_get() {
 /// # Safety
 ///
 /// Paired with one earlier [`alive_get`].
+#[inline(always)]
 pub(crate) unsafe fn alive_put() {
-    // SAFETY: FFI call; the count is above 0 (function's requirements).
-    unsafe { sys::pm_shim_live_put() };
+    let mut live = LIVE.load(Ordering::Relaxed);
+    // Above 1, this put cannot reach 0 (atomic_dec_and_lock's fast path).
+    while live > 1 {
+        match LIVE.compare_exchange_weak(live, live - 1, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => return,
+            Err(now) => live = now,
+        }
+    }
+    // SAFETY: FFI call; `LIVE` is an `int` for good, and the count is above 0
+    // (function's requirements).
+    unsafe { sys::pm_shim_live_put_last(LIVE.as_ptr().cast()) };
 }
 
-/// Registrations alive right now.
+/// Registrations alive right now (not while [`wait_none_alive`] waits).
 pub(crate) fn alive() -> u32 {
-    // SAFETY: FFI call without preconditions.
-    unsafe { sys::pm_shim_live_count() }
+    // Less the base.
+    u32::try_from(LIVE.load(Ordering::Relaxed).saturating_sub(1)).unwrap_or(0)
 }
 
 /// Sleeps, uninterruptibly, until no registration is alive.
 pub(crate) fn wait_none_alive() {
-    // SAFETY: FFI call without preconditions.
-    unsafe { sys::pm_shim_live_wait_none() };
+    // SAFETY: FFI call; `LIVE` is an `int` for good.
+    unsafe { sys::pm_shim_live_wait_none(LIVE.as_ptr().cast()) };
 }
