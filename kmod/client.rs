@@ -16,11 +16,10 @@
 //!
 //! C header: `rdma/peer_mem.h` (MLNX_OFED), or `ffi/include/rdma/peer_mem.h`.
 
-use crate::compat;
 use crate::modinfo::VERSION;
 use crate::p2p::PciDevice;
 use crate::params::{ClientSet, Config, PeerDirectAbi};
-use crate::registration::{PinKind, Registration};
+use crate::registration::{CoreRef, PinKind, Registration};
 use crate::sys;
 use core::marker::PhantomData;
 use core::mem::{offset_of, size_of};
@@ -28,8 +27,7 @@ use kernel::{
     bindings,
     ffi::{c_char, c_int, c_ulong, c_void},
     prelude::*,
-    sync::{Arc, ArcBorrow},
-    types::ForeignOwnable,
+    sync::ArcBorrow,
 };
 
 /// `IB_PEER_MEMORY_NAME_MAX`.
@@ -66,17 +64,49 @@ const _: () = {
     assert!(VERSION.len() < EX_MARK_INDEX);
 };
 
+/// What the core keeps from acquire to release, as its `void *`
+/// `client_context`.
+///
+/// # Safety
+///
+/// Implementers guarantee that a pointer from [`CoreContext::into_core`]
+/// may be given to [`CoreContext::borrow`] any number of times until it is
+/// given to [`CoreContext::from_core`], once, which takes the value back.
+pub(crate) unsafe trait CoreContext: Sized {
+    /// What each call between acquire and release gets.
+    type Borrowed<'a>;
+
+    /// The pointer the core keeps.
+    fn into_core(self) -> *mut c_void;
+
+    /// Borrows the value behind `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from [`CoreContext::into_core`] and has not been given to
+    /// [`CoreContext::from_core`]; it is not, while the borrow lives.
+    unsafe fn borrow<'a>(ptr: *mut c_void) -> Self::Borrowed<'a>;
+
+    /// Takes the value behind `ptr` back.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from [`CoreContext::into_core`] and is given here once; no
+    /// borrow of it lives on.
+    unsafe fn from_core(ptr: *mut c_void) -> Self;
+}
+
 /// What a peer-memory client does; the core calls it through [`Adapter`].
 pub(crate) trait PeerMemoryClient {
     /// The context the core keeps from acquire to release.
-    type Context: ForeignOwnable;
+    type Context: CoreContext;
 
     /// "Is `[addr, addr + size)` yours?": `Some(context)` if so.
     fn acquire(addr: u64, size: u64) -> Option<Self::Context>;
 
     /// Pins the memory; `core_context` is the invalidation ticket.
     fn get_pages(
-        context: <Self::Context as ForeignOwnable>::Borrowed<'_>,
+        context: <Self::Context as CoreContext>::Borrowed<'_>,
         addr: u64,
         size: u64,
         core_context: u64,
@@ -84,25 +114,25 @@ pub(crate) trait PeerMemoryClient {
 
     /// Maps for `peer` and fills `sg_head`; returns the number of entries.
     fn dma_map(
-        context: <Self::Context as ForeignOwnable>::Borrowed<'_>,
+        context: <Self::Context as CoreContext>::Borrowed<'_>,
         sg_head: &mut bindings::sg_table,
         peer: Option<PciDevice>,
     ) -> Result<u32>;
 
     /// Unmaps (a no-op after an invalidation).
     fn dma_unmap(
-        context: <Self::Context as ForeignOwnable>::Borrowed<'_>,
+        context: <Self::Context as CoreContext>::Borrowed<'_>,
         sg_head: &bindings::sg_table,
     );
 
     /// Unpins (a no-op after an invalidation).
     fn put_pages(
-        context: <Self::Context as ForeignOwnable>::Borrowed<'_>,
+        context: <Self::Context as CoreContext>::Borrowed<'_>,
         sg_head: &bindings::sg_table,
     );
 
     /// The page size the core trims the SG table with.
-    fn page_size(context: <Self::Context as ForeignOwnable>::Borrowed<'_>) -> u64;
+    fn page_size(context: <Self::Context as CoreContext>::Borrowed<'_>) -> u64;
 
     /// Undoes acquire.
     fn release(context: Self::Context);
@@ -129,7 +159,7 @@ impl<T: PeerMemoryClient> Adapter<T> {
             Some(context) => {
                 // SAFETY: `client_context` is a valid out-pointer (checked
                 // non-null; the core passes its own variable).
-                unsafe { *client_context = compat::into_foreign(context) };
+                unsafe { *client_context = context.into_core() };
                 1
             }
             None => 0,
@@ -149,7 +179,7 @@ impl<T: PeerMemoryClient> Adapter<T> {
         client_context: *mut c_void,
         core_context: u64,
     ) -> c_int {
-        // SAFETY: `client_context` came from `into_foreign` in `acquire` and
+        // SAFETY: `client_context` came from `into_core` in `acquire` and
         // is not released yet (function's safety requirements).
         let context = unsafe { T::Context::borrow(client_context) };
         match T::get_pages(context, addr as u64, size as u64, core_context) {
@@ -240,8 +270,9 @@ impl<T: PeerMemoryClient> Adapter<T> {
     /// Called by the core only, once, with a `client_context` from
     /// `acquire`; the core does not use it afterwards.
     unsafe extern "C" fn release(client_context: *mut c_void) {
-        // SAFETY: the core hands back the ownership `acquire` gave it.
-        let context = unsafe { T::Context::from_foreign(client_context) };
+        // SAFETY: the core hands back the ownership `acquire` gave it, once;
+        // it calls nothing else with it since.
+        let context = unsafe { T::Context::from_core(client_context) };
         T::release(context);
     }
 }
@@ -335,9 +366,9 @@ pub(crate) struct Persistent;
 macro_rules! forward_to_registration {
     ($client:ty, $kind:expr) => {
         impl PeerMemoryClient for $client {
-            type Context = Arc<Registration>;
+            type Context = CoreRef;
 
-            fn acquire(addr: u64, size: u64) -> Option<Arc<Registration>> {
+            fn acquire(addr: u64, size: u64) -> Option<CoreRef> {
                 Registration::acquire($kind, addr, size)
             }
 
@@ -370,7 +401,7 @@ macro_rules! forward_to_registration {
                 context.page_size()
             }
 
-            fn release(context: Arc<Registration>) {
+            fn release(context: CoreRef) {
                 Registration::release(context)
             }
         }

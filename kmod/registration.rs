@@ -4,7 +4,9 @@
 //! release, and the state machine of its pages.
 //!
 //! Ownership, which is what makes the free callback safe:
-//! - the core owns one [`Arc`] from acquire to release (`client_context`);
+//! - the [`registry`] owns one [`Arc`] (a [`ListArc`]) from acquire to
+//!   release, which the core borrows as its `client_context` ([`CoreRef`])
+//!   and release takes back;
 //! - while pages are pinned with a free callback, the provider owns another
 //!   (the callback's data), given back by an unpin that put the pages
 //!   before any callback (the state says so: the driver's 0 does not) or
@@ -33,6 +35,7 @@
 //! The live registrations are also linked into the [`registry`] (debugfs),
 //! through links inside the registration itself.
 
+use crate::client::CoreContext;
 use crate::core_client::INVALIDATION;
 use crate::lock::StateLock;
 use crate::module_ref::ModuleRef;
@@ -42,9 +45,11 @@ use crate::registry;
 use crate::sg::{SgPlan, SgTable};
 use crate::stats::{self, ErrorKind, Failure, STATS};
 use core::fmt;
+use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::{
     bindings,
+    ffi::c_void,
     list::{impl_list_arc_safe, ListArc, ListLinks},
     prelude::*,
     sync::{Arc, ArcBorrow},
@@ -187,6 +192,56 @@ impl_list_arc_safe! {
 }
 peermem_list_item!(Registration, links);
 
+/// The core's handle on a registration, from acquire to release: the
+/// registry's reference, borrowed. A registration is in the [`registry`]
+/// from the end of acquire until the core's release takes it out, and only
+/// release does, so the core holds no count of its own (issue 35: one
+/// increment at acquire and one decrement at release fewer).
+///
+/// # Invariants
+///
+/// `0` is what `Arc::into_raw` gives for a registration that is in the
+/// registry, put there by the acquire that made this value; it stays
+/// there until [`Registration::release`] consumes this value.
+pub(crate) struct CoreRef(NonNull<Registration>);
+
+impl CoreRef {
+    /// The registration; valid while `self` lives (type invariant).
+    fn registration(&self) -> &Registration {
+        // SAFETY: the registry's reference keeps it alive while `self`
+        // lives (type invariant).
+        unsafe { self.0.as_ref() }
+    }
+}
+
+// SAFETY: `borrow` gives an `ArcBorrow` of the registry's reference, which
+// lives until `from_core`'s value is given to `Registration::release`; the
+// pointer is `CoreRef`'s own, so `from_core` gives back the `CoreRef`
+// `into_core` took (and its invariant).
+unsafe impl CoreContext for CoreRef {
+    type Borrowed<'a> = ArcBorrow<'a, Registration>;
+
+    fn into_core(self) -> *mut c_void {
+        self.0.as_ptr().cast()
+    }
+
+    unsafe fn borrow<'a>(ptr: *mut c_void) -> ArcBorrow<'a, Registration> {
+        // SAFETY: `ptr` is a `CoreRef`'s (from `into_core`, not yet taken
+        // back: function's requirements): it came from `Arc::into_raw`, and
+        // the registry's reference keeps the count above 0 until release,
+        // which the borrow does not outlive. A registration is never in a
+        // `UniqueArc` once made.
+        unsafe { ArcBorrow::from_raw(ptr.cast::<Registration>().cast_const()) }
+    }
+
+    unsafe fn from_core(ptr: *mut c_void) -> Self {
+        // SAFETY: `ptr` came from `into_core` (function's requirements),
+        // i.e. from a `CoreRef`'s `NonNull`.
+        // INVARIANT: that `CoreRef`'s, given back once.
+        Self(unsafe { NonNull::new_unchecked(ptr.cast()) })
+    }
+}
+
 /// What to do with resources handed back after a provider call.
 enum HandBack {
     /// Keep them in the state.
@@ -201,7 +256,7 @@ enum HandBack {
 impl Registration {
     /// Answers the core's acquire: `Some` if `[addr, addr + size)` is GPU
     /// memory we can pin. Every failure means "not mine".
-    pub(crate) fn acquire(kind: PinKind, addr: u64, size: u64) -> Option<Arc<Self>> {
+    pub(crate) fn acquire(kind: PinKind, addr: u64, size: u64) -> Option<CoreRef> {
         match Self::try_acquire(kind, addr, size) {
             Ok(Some(this)) => {
                 stats::inc(&STATS.acquired);
@@ -223,7 +278,7 @@ impl Registration {
         kind: PinKind,
         addr: u64,
         size: u64,
-    ) -> core::result::Result<Option<Arc<Self>>, Failure> {
+    ) -> core::result::Result<Option<CoreRef>, Failure> {
         let range = GpuRange::new(addr, size).map_err(|e| Failure::new(ErrorKind::Range, e))?;
         let module = ModuleRef::try_get().ok_or(Failure::new(ErrorKind::ModuleGoing, ENODEV))?;
         let this = match kind {
@@ -266,9 +321,17 @@ impl Registration {
                 this
             }
         };
-        let core_ref = this.clone_arc();
+        // The core borrows the registry's reference: its pointer as
+        // `Arc::into_raw` gives it (what `ArcBorrow::from_raw` takes).
+        let raw = ListArc::into_raw(this);
+        // SAFETY: `raw` came from `ListArc::into_raw` just now, and is
+        // turned back once; the registration had that one `ListArc`.
+        let this = unsafe { ListArc::from_raw(raw) };
         registry::insert(this);
-        Ok(Some(core_ref))
+        // SAFETY: `raw` points at the registration, not null.
+        let raw = unsafe { NonNull::new_unchecked(raw.cast_mut()) };
+        // INVARIANT: from `Arc::into_raw`, and in the registry now.
+        Ok(Some(CoreRef(raw)))
     }
 
     /// Allocates a registration of `range`, nothing pinned, with
@@ -810,14 +873,19 @@ impl Registration {
         GPU_PAGE_SIZE
     }
 
-    /// The core's release: the core's reference goes; the registration
-    /// itself goes with the last reference (a free callback may still hold
-    /// one).
-    pub(crate) fn release(this: Arc<Self>) {
+    /// The core's release: the registry's reference (the one the core
+    /// borrowed) goes; the registration itself goes with the last reference
+    /// (a free callback may still hold one).
+    pub(crate) fn release(core: CoreRef) {
         stats::inc(&STATS.released);
-        // Not the last reference (`this` is another): dropping it frees
-        // nothing.
-        drop(registry::remove(&this));
+        // The registry's reference, which the core borrowed, is now ours.
+        let Some(this) = registry::remove(core.registration()) else {
+            // Not reachable (`CoreRef`'s invariant); if it were, the
+            // registration stays as it is rather than be touched unowned.
+            STATS.error(ErrorKind::Sequence);
+            pr_err!("release of a registration that is not in the registry: ignored\n");
+            return;
+        };
         let (sg, leftover) = {
             let mut st = this.state.lock();
             st.released = true;
