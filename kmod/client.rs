@@ -16,10 +16,12 @@
 //!
 //! C header: `rdma/peer_mem.h` (MLNX_OFED), or `ffi/include/rdma/peer_mem.h`.
 
+use crate::foreign::Foreign;
 use crate::modinfo::VERSION;
 use crate::p2p::PciDevice;
 use crate::params::{ClientSet, Config, PeerDirectAbi};
 use crate::registration::{CoreRef, PinKind, Registration};
+use crate::slab::SlabBorrow;
 use crate::sys;
 use core::marker::PhantomData;
 use core::mem::{offset_of, size_of};
@@ -27,7 +29,6 @@ use kernel::{
     bindings,
     ffi::{c_char, c_int, c_ulong, c_void},
     prelude::*,
-    sync::ArcBorrow,
 };
 
 /// `IB_PEER_MEMORY_NAME_MAX`.
@@ -64,49 +65,17 @@ const _: () = {
     assert!(VERSION.len() < EX_MARK_INDEX);
 };
 
-/// What the core keeps from acquire to release, as its `void *`
-/// `client_context`.
-///
-/// # Safety
-///
-/// Implementers guarantee that a pointer from [`CoreContext::into_core`]
-/// may be given to [`CoreContext::borrow`] any number of times until it is
-/// given to [`CoreContext::from_core`], once, which takes the value back.
-pub(crate) unsafe trait CoreContext: Sized {
-    /// What each call between acquire and release gets.
-    type Borrowed<'a>;
-
-    /// The pointer the core keeps.
-    fn into_core(self) -> *mut c_void;
-
-    /// Borrows the value behind `ptr`.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` came from [`CoreContext::into_core`] and has not been given to
-    /// [`CoreContext::from_core`]; it is not, while the borrow lives.
-    unsafe fn borrow<'a>(ptr: *mut c_void) -> Self::Borrowed<'a>;
-
-    /// Takes the value behind `ptr` back.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` came from [`CoreContext::into_core`] and is given here once; no
-    /// borrow of it lives on.
-    unsafe fn from_core(ptr: *mut c_void) -> Self;
-}
-
 /// What a peer-memory client does; the core calls it through [`Adapter`].
 pub(crate) trait PeerMemoryClient {
     /// The context the core keeps from acquire to release.
-    type Context: CoreContext;
+    type Context: Foreign;
 
     /// "Is `[addr, addr + size)` yours?": `Some(context)` if so.
     fn acquire(addr: u64, size: u64) -> Option<Self::Context>;
 
     /// Pins the memory; `core_context` is the invalidation ticket.
     fn get_pages(
-        context: <Self::Context as CoreContext>::Borrowed<'_>,
+        context: <Self::Context as Foreign>::Borrowed<'_>,
         addr: u64,
         size: u64,
         core_context: u64,
@@ -114,25 +83,19 @@ pub(crate) trait PeerMemoryClient {
 
     /// Maps for `peer` and fills `sg_head`; returns the number of entries.
     fn dma_map(
-        context: <Self::Context as CoreContext>::Borrowed<'_>,
+        context: <Self::Context as Foreign>::Borrowed<'_>,
         sg_head: &mut bindings::sg_table,
         peer: Option<PciDevice>,
     ) -> Result<u32>;
 
     /// Unmaps (a no-op after an invalidation).
-    fn dma_unmap(
-        context: <Self::Context as CoreContext>::Borrowed<'_>,
-        sg_head: &bindings::sg_table,
-    );
+    fn dma_unmap(context: <Self::Context as Foreign>::Borrowed<'_>, sg_head: &bindings::sg_table);
 
     /// Unpins (a no-op after an invalidation).
-    fn put_pages(
-        context: <Self::Context as CoreContext>::Borrowed<'_>,
-        sg_head: &bindings::sg_table,
-    );
+    fn put_pages(context: <Self::Context as Foreign>::Borrowed<'_>, sg_head: &bindings::sg_table);
 
     /// The page size the core trims the SG table with.
-    fn page_size(context: <Self::Context as CoreContext>::Borrowed<'_>) -> u64;
+    fn page_size(context: <Self::Context as Foreign>::Borrowed<'_>) -> u64;
 
     /// Undoes acquire.
     fn release(context: Self::Context);
@@ -159,7 +122,7 @@ impl<T: PeerMemoryClient> Adapter<T> {
             Some(context) => {
                 // SAFETY: `client_context` is a valid out-pointer (checked
                 // non-null; the core passes its own variable).
-                unsafe { *client_context = context.into_core() };
+                unsafe { *client_context = context.into_foreign() };
                 1
             }
             None => 0,
@@ -179,7 +142,7 @@ impl<T: PeerMemoryClient> Adapter<T> {
         client_context: *mut c_void,
         core_context: u64,
     ) -> c_int {
-        // SAFETY: `client_context` came from `into_core` in `acquire` and
+        // SAFETY: `client_context` came from `into_foreign` in `acquire` and
         // is not released yet (function's safety requirements).
         let context = unsafe { T::Context::borrow(client_context) };
         match T::get_pages(context, addr as u64, size as u64, core_context) {
@@ -272,7 +235,7 @@ impl<T: PeerMemoryClient> Adapter<T> {
     unsafe extern "C" fn release(client_context: *mut c_void) {
         // SAFETY: the core hands back the ownership `acquire` gave it, once;
         // it calls nothing else with it since.
-        let context = unsafe { T::Context::from_core(client_context) };
+        let context = unsafe { T::Context::from_foreign(client_context) };
         T::release(context);
     }
 }
@@ -373,7 +336,7 @@ macro_rules! forward_to_registration {
             }
 
             fn get_pages(
-                context: ArcBorrow<'_, Registration>,
+                context: SlabBorrow<'_, Registration>,
                 addr: u64,
                 size: u64,
                 core_context: u64,
@@ -382,22 +345,22 @@ macro_rules! forward_to_registration {
             }
 
             fn dma_map(
-                context: ArcBorrow<'_, Registration>,
+                context: SlabBorrow<'_, Registration>,
                 sg_head: &mut bindings::sg_table,
                 peer: Option<PciDevice>,
             ) -> Result<u32> {
                 context.dma_map(sg_head, peer)
             }
 
-            fn dma_unmap(context: ArcBorrow<'_, Registration>, sg_head: &bindings::sg_table) {
+            fn dma_unmap(context: SlabBorrow<'_, Registration>, sg_head: &bindings::sg_table) {
                 context.dma_unmap(sg_head)
             }
 
-            fn put_pages(context: ArcBorrow<'_, Registration>, sg_head: &bindings::sg_table) {
+            fn put_pages(context: SlabBorrow<'_, Registration>, sg_head: &bindings::sg_table) {
                 context.put_pages(sg_head)
             }
 
-            fn page_size(context: ArcBorrow<'_, Registration>) -> u64 {
+            fn page_size(context: SlabBorrow<'_, Registration>) -> u64 {
                 context.page_size()
             }
 

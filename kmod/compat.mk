@@ -21,12 +21,6 @@ endif
 
 # module!'s author key became `authors: [...]`.
 pm_compat_module_authors := $(call pm_probe,macros/module.rs,\bauthors\b)
-# impl_list_item! names the links field (`using ListLinks { self.f };`) and
-# implements HasListLinks itself.
-pm_compat_list_item_field := $(call pm_probe,kernel/list/impl_list_item_mod.rs,using ListLinks \{ self)
-
-# ForeignOwnable's pointers are `*mut c_void`.
-pm_compat_foreign_mut := $(call pm_probe,kernel/types.rs,fn into_foreign\(self\) -> \*mut)
 # CStr's `as_char_ptr` comes from the trait `CStrExt` (CStr is core's).
 pm_compat_cstr_ext := $(call pm_probe,kernel/str.rs,trait CStrExt)
 # The kernel's bindgen options derive pin_init's `MaybeZeroable`.
@@ -39,7 +33,7 @@ pm_compat_kunit_cstr_file := $(call pm_probe,kernel/kunit.rs,static FILE: .*CStr
 # its spinlock calls are inline: kmod/lock.rs uses the kernel's SpinLock.
 pm_compat_lock_backend_try_lock := $(call pm_probe,kernel/sync/lock.rs,unsafe fn try_lock.ptr:)
 
-pm_compat_cfgs := $(foreach c,module_authors list_item_field foreign_mut cstr_ext \
+pm_compat_cfgs := $(foreach c,module_authors cstr_ext \
 	bindgen_zeroable kunit_cstr_file lock_backend_try_lock,\
 	$(if $(pm_compat_$(c)),--cfg pm_$(c)))
 rustflags-y += $(pm_compat_cfgs)

@@ -9,8 +9,6 @@
 //! | cfg                    | 6.12                    | 7.2                          |
 //! |------------------------|-------------------------|------------------------------|
 //! | `pm_module_authors`    | `module! { author: }`   | `module! { authors: [..] }`  |
-//! | `pm_list_item_field`   | `using ListLinks;`      | `using ListLinks { self.f }` |
-//! | `pm_foreign_mut`       | `*const c_void`         | `*mut c_void`                |
 //! | `pm_cstr_ext`          | `CStr::as_char_ptr`     | `CStrExt::as_char_ptr`       |
 //! | `pm_bindgen_zeroable`  | plain bindgen structs   | `derive(MaybeZeroable)`      |
 //! | `pm_kunit_cstr_file`   | `kunit_assert!(.., "f")`| `kunit_assert!(.., c"f")`    |
@@ -40,20 +38,7 @@ macro_rules! peermem_kunit_assert {
     };
 }
 
-use kernel::ffi::{c_char, c_void};
-use kernel::types::ForeignOwnable;
-
-/// The pointer `ForeignOwnable::into_foreign` gives for `value`, as the
-/// `*mut` every C callback takes.
-#[inline(always)]
-pub(crate) fn into_foreign<T: ForeignOwnable>(value: T) -> *mut c_void {
-    #[cfg(not(pm_foreign_mut))]
-    let ptr = value.into_foreign().cast_mut();
-    #[cfg(pm_foreign_mut)]
-    let ptr = value.into_foreign();
-    ptr
-}
-
+use kernel::ffi::c_char;
 /// The C string of a `c_str!` literal, as the kernel's `char *`.
 #[inline(always)]
 #[allow(dead_code)] // (the KUnit module has no debugfs files)
@@ -87,31 +72,6 @@ macro_rules! peermem_module {
             authors: [$a],
             description: $d,
             license: $l,
-        }
-    };
-}
-
-/// `HasListLinks<0>` and `ListItem<0>` for `$t`, whose `ListLinks<0>` is
-/// the field `$f`.
-#[cfg(not(pm_list_item_field))]
-macro_rules! peermem_list_item {
-    ($t:ident, $f:ident) => {
-        ::kernel::list::impl_has_list_links! {
-            impl HasListLinks<0> for $t { self.$f }
-        }
-        ::kernel::list::impl_list_item! {
-            impl ListItem<0> for $t { using ListLinks; }
-        }
-    };
-}
-
-/// `HasListLinks<0>` and `ListItem<0>` for `$t`, whose `ListLinks<0>` is
-/// the field `$f`.
-#[cfg(pm_list_item_field)]
-macro_rules! peermem_list_item {
-    ($t:ident, $f:ident) => {
-        ::kernel::list::impl_list_item! {
-            impl ListItem<0> for $t { using ListLinks { self.$f }; }
         }
     };
 }

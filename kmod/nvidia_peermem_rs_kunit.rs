@@ -10,6 +10,7 @@ mod compat;
 mod abi;
 mod client;
 mod core_client;
+mod foreign;
 mod kunit;
 mod kunit_mock;
 #[macro_use]
@@ -22,6 +23,7 @@ mod range;
 mod registration;
 mod registry;
 mod sg;
+mod slab;
 mod stats;
 mod stranded;
 mod sys;
@@ -38,11 +40,16 @@ peermem_module! {
     license: "GPL",
 }
 
-/// The loaded test module: the suites run after `init` returns.
-struct NvidiaPeermemKunit;
+/// The loaded test module: the suites run after `init` returns, with the
+/// registrations' slab cache.
+struct NvidiaPeermemKunit {
+    _registrations: slab::CacheHandle<registration::Registration>,
+}
 
 impl kernel::Module for NvidiaPeermemKunit {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        Ok(Self)
+        Ok(Self {
+            _registrations: slab::CacheHandle::create()?,
+        })
     }
 }

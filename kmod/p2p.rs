@@ -13,7 +13,7 @@
 //!
 //! C header: `nvidia/nv-p2p.h` (NVIDIA driver), or `ffi/include/nvidia/nv-p2p.h`.
 
-use crate::compat;
+use crate::foreign::Foreign;
 use crate::range::GpuRange;
 use crate::stats::{self, ErrorKind, Failure, STATS};
 use crate::sys;
@@ -22,7 +22,7 @@ use core::marker::PhantomData;
 use core::mem::ManuallyDrop;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
-use kernel::{bindings, ffi::c_void, prelude::*, types::ForeignOwnable};
+use kernel::{bindings, ffi::c_void, prelude::*};
 
 /// What the provider's free callback does with the data it was given.
 pub(crate) trait FreeCallback {
@@ -30,12 +30,12 @@ pub(crate) trait FreeCallback {
     /// until it calls the callback, or until a put unpins the pages before
     /// any callback (a put's 0 alone does not say which: CONTRACT 2); it is
     /// dropped on whichever thread gets it back.
-    type Data: ForeignOwnable + Send;
+    type Data: Foreign + Send;
 
     /// Called by the provider when the application frees the memory
     /// (cudaFree, process exit), with the provider's lock held. After this
     /// returns, the page table and its mappings are dead.
-    fn on_free(data: <Self::Data as ForeignOwnable>::Borrowed<'_>);
+    fn on_free(data: <Self::Data as Foreign>::Borrowed<'_>);
 }
 
 /// The `free_callback` given to `nvidia_p2p_get_pages`.
@@ -172,7 +172,7 @@ impl<T: FreeCallback> PageTable<T> {
         range: GpuRange,
         data: T::Data,
     ) -> core::result::Result<Self, Error> {
-        let data = compat::into_foreign(data);
+        let data = data.into_foreign();
         let Some(callback) = NonNull::new(data) else {
             // SAFETY: `data` came from `into_foreign` and nobody else has it.
             unsafe { reclaim_callback_data::<T>(data) };

@@ -4,7 +4,7 @@
 //! release, and the state machine of its pages.
 //!
 //! Ownership, which is what makes the free callback safe:
-//! - the [`registry`] owns one [`Arc`] (a [`ListArc`]) from acquire to
+//! - the [`registry`] owns one reference ([`SlabArc`]) from acquire to
 //!   release, which the core borrows as its `client_context` ([`CoreRef`])
 //!   and release takes back;
 //! - while pages are pinned with a free callback, the provider owns another
@@ -12,7 +12,8 @@
 //!   before any callback (the state says so: the driver's 0 does not) or
 //!   consumed by the callback itself, so the context outlives any
 //!   invalidation still running when the core releases it;
-//! - the registration holds a module reference until its last [`Arc`] goes.
+//! - the registration holds a module reference until its last reference
+//!   goes ([`crate::slab`]).
 //!
 //! Resources ([`Pinned`]) live in the state, or with the one thread that
 //! took them out to call the provider without our lock held (`in_flight`).
@@ -35,25 +36,20 @@
 //! The live registrations are also linked into the [`registry`] (debugfs),
 //! through links inside the registration itself.
 
-use crate::client::CoreContext;
 use crate::core_client::INVALIDATION;
+use crate::foreign::Foreign;
 use crate::lock::StateLock;
 use crate::module_ref::ModuleRef;
 use crate::p2p::{FreeCallback, PageTable, PciDevice};
 use crate::range::{GpuRange, GPU_PAGE_SIZE};
-use crate::registry;
+use crate::registry::{self, RegistryLinks};
 use crate::sg::{SgPlan, SgTable};
+use crate::slab::{Cached, SlabArc, SlabBorrow, SlabCache};
 use crate::stats::{self, ErrorKind, Failure, STATS};
 use core::fmt;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use kernel::{
-    bindings,
-    ffi::c_void,
-    list::{impl_list_arc_safe, ListArc, ListLinks},
-    prelude::*,
-    sync::{Arc, ArcBorrow},
-};
+use kernel::{bindings, ffi::c_void, prelude::*};
 
 /// Pinned pages of a registration (its free callback is the registration's).
 type Pinned = crate::p2p::Pinned<Registration>;
@@ -167,30 +163,30 @@ pub(crate) struct Registration {
     #[pin]
     state: StateLock<State>,
     /// Links in the [`registry`]'s list.
-    #[pin]
-    links: ListLinks,
+    links: RegistryLinks,
     range: GpuRange,
     /// For the log and debugfs only (wraps after 2^32 registrations).
     id: u32,
     kind: PinKind,
-    _module: ModuleRef,
 }
 
-// The registration's `Arc` allocation (an 8-byte refcount word, then the
-// registration) fits the 128-byte kmalloc class on a kernel without lock
-// debugging (a 4-byte spinlock): 64 KiB registrations cost 160 bytes with
-// their SG table, not 224.
+// The registration's slab object (a 4-byte count padded to 8, then the
+// registration) takes at most 128 bytes on a kernel without lock debugging
+// (a 4-byte spinlock): 64 KiB registrations cost 160 bytes with their SG
+// table, not 224.
 const _: () = assert!(
     core::mem::size_of::<bindings::spinlock_t>() > 4
-        || core::mem::size_of::<Registration>() + 8 <= 128
+        || crate::slab::object_size::<Registration>() <= 128
 );
 
-impl_list_arc_safe! {
-    // The only `ListArc` is made with the registration and goes to the
-    // registry.
-    impl ListArcSafe<0> for Registration { untracked; }
+/// The registrations' slab cache ([`crate::slab`]).
+static CACHE: SlabCache = SlabCache::new();
+
+impl Cached for Registration {
+    fn cache() -> &'static SlabCache {
+        &CACHE
+    }
 }
-peermem_list_item!(Registration, links);
 
 /// The core's handle on a registration, from acquire to release: the
 /// registry's reference, borrowed. A registration is in the [`registry`]
@@ -200,8 +196,8 @@ peermem_list_item!(Registration, links);
 ///
 /// # Invariants
 ///
-/// `0` is what `Arc::into_raw` gives for a registration that is in the
-/// registry, put there by the acquire that made this value; it stays
+/// `0` is what [`SlabArc::into_raw`] gives for a registration that is in
+/// the registry, put there by the acquire that made this value; it stays
 /// there until [`Registration::release`] consumes this value.
 pub(crate) struct CoreRef(NonNull<Registration>);
 
@@ -214,28 +210,30 @@ impl CoreRef {
     }
 }
 
-// SAFETY: `borrow` gives an `ArcBorrow` of the registry's reference, which
-// lives until `from_core`'s value is given to `Registration::release`; the
-// pointer is `CoreRef`'s own, so `from_core` gives back the `CoreRef`
-// `into_core` took (and its invariant).
-unsafe impl CoreContext for CoreRef {
-    type Borrowed<'a> = ArcBorrow<'a, Registration>;
+// SAFETY: `borrow` gives a `SlabBorrow` of the registry's reference, which
+// lives until `from_foreign`'s value is given to `Registration::release`;
+// the pointer is `CoreRef`'s own, so `from_foreign` gives back the `CoreRef`
+// `into_foreign` took (and its invariant).
+unsafe impl Foreign for CoreRef {
+    type Borrowed<'a> = SlabBorrow<'a, Registration>;
 
-    fn into_core(self) -> *mut c_void {
+    #[inline(always)]
+    fn into_foreign(self) -> *mut c_void {
         self.0.as_ptr().cast()
     }
 
-    unsafe fn borrow<'a>(ptr: *mut c_void) -> ArcBorrow<'a, Registration> {
-        // SAFETY: `ptr` is a `CoreRef`'s (from `into_core`, not yet taken
-        // back: function's requirements): it came from `Arc::into_raw`, and
-        // the registry's reference keeps the count above 0 until release,
-        // which the borrow does not outlive. A registration is never in a
-        // `UniqueArc` once made.
-        unsafe { ArcBorrow::from_raw(ptr.cast::<Registration>().cast_const()) }
+    #[inline(always)]
+    unsafe fn borrow<'a>(ptr: *mut c_void) -> SlabBorrow<'a, Registration> {
+        // SAFETY: `ptr` is a `CoreRef`'s (from `into_foreign`, not yet taken
+        // back: function's requirements): it came from `SlabArc::into_raw`,
+        // and the registry's reference keeps the registration alive until
+        // release, which the borrow does not outlive.
+        unsafe { SlabBorrow::from_raw(NonNull::new_unchecked(ptr.cast())) }
     }
 
-    unsafe fn from_core(ptr: *mut c_void) -> Self {
-        // SAFETY: `ptr` came from `into_core` (function's requirements),
+    #[inline(always)]
+    unsafe fn from_foreign(ptr: *mut c_void) -> Self {
+        // SAFETY: `ptr` came from `into_foreign` (function's requirements),
         // i.e. from a `CoreRef`'s `NonNull`.
         // INVARIANT: that `CoreRef`'s, given back once.
         Self(unsafe { NonNull::new_unchecked(ptr.cast()) })
@@ -295,7 +293,7 @@ impl Registration {
                 // Born with the probe in flight: a free callback firing
                 // during the probe only records the invalidation.
                 let this = Self::new(kind, range, module, Some(Op::Pinning))?;
-                let Ok(probe) = Self::pin_pages(this.as_arc_borrow()) else {
+                let Ok(probe) = Self::pin_pages(this.as_borrow()) else {
                     // Not GPU memory (or not pinnable): simply not ours.
                     // Nobody else holds the registration: it goes with
                     // `this`.
@@ -321,16 +319,12 @@ impl Registration {
                 this
             }
         };
-        // The core borrows the registry's reference: its pointer as
-        // `Arc::into_raw` gives it (what `ArcBorrow::from_raw` takes).
-        let raw = ListArc::into_raw(this);
-        // SAFETY: `raw` came from `ListArc::into_raw` just now, and is
-        // turned back once; the registration had that one `ListArc`.
-        let this = unsafe { ListArc::from_raw(raw) };
+        // The core borrows the registry's reference: the registration's
+        // address, which `SlabArc::into_raw` gives.
+        let raw = NonNull::from(&*this);
         registry::insert(this);
-        // SAFETY: `raw` points at the registration, not null.
-        let raw = unsafe { NonNull::new_unchecked(raw.cast_mut()) };
-        // INVARIANT: from `Arc::into_raw`, and in the registry now.
+        // INVARIANT: the address `SlabArc::into_raw` gives, and in the
+        // registry now.
         Ok(Some(CoreRef(raw)))
     }
 
@@ -342,8 +336,9 @@ impl Registration {
         range: GpuRange,
         module: ModuleRef,
         in_flight: Option<Op>,
-    ) -> core::result::Result<ListArc<Self>, Failure> {
-        ListArc::pin_init(
+    ) -> core::result::Result<SlabArc<Self>, Failure> {
+        SlabArc::pin_init(
+            module,
             try_pin_init!(Self {
                 state <- new_state_lock!(
                     State {
@@ -357,13 +352,11 @@ impl Registration {
                     },
                     "nvidia_peermem_rs:registration"
                 ),
-                links <- ListLinks::new(),
+                links: RegistryLinks::new(),
                 range,
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 kind,
-                _module: module,
             }),
-            GFP_KERNEL,
         )
         .map_err(|e| Failure::new(ErrorKind::NoMemory, e))
     }
@@ -439,10 +432,10 @@ impl Registration {
     /// Pins the range the way this registration's kind does; with a free
     /// callback, the provider gets its own reference to the registration.
     #[inline(always)]
-    fn pin_pages(this: ArcBorrow<'_, Self>) -> Result<PageTable<Self>> {
+    fn pin_pages(this: SlabBorrow<'_, Self>) -> Result<PageTable<Self>> {
         match this.kind {
             PinKind::Persistent => PageTable::pin_persistent(this.range),
-            PinKind::Invalidating => PageTable::pin_invalidating(this.range, Arc::from(this)),
+            PinKind::Invalidating => PageTable::pin_invalidating(this.range, SlabArc::from(this)),
         }
     }
 
@@ -608,7 +601,7 @@ impl Registration {
 
     /// The core's get_pages: pins the range for real.
     pub(crate) fn get_pages(
-        this: ArcBorrow<'_, Self>,
+        this: SlabBorrow<'_, Self>,
         addr: u64,
         size: u64,
         core_context: u64,
@@ -626,7 +619,7 @@ impl Registration {
     }
 
     fn try_get_pages(
-        this: ArcBorrow<'_, Self>,
+        this: SlabBorrow<'_, Self>,
         addr: u64,
         size: u64,
         core_context: u64,
@@ -989,6 +982,11 @@ impl Registration {
         taken
     }
 
+    /// The registration's links in the [`registry`] (which guards them).
+    pub(crate) fn registry_links(&self) -> &RegistryLinks {
+        &self.links
+    }
+
     /// Writes one line describing the registration (debugfs).
     pub(crate) fn describe(&self, f: &mut impl fmt::Write) -> fmt::Result {
         let (state, mapped) = {
@@ -1022,9 +1020,9 @@ impl Registration {
 }
 
 impl FreeCallback for Registration {
-    type Data = Arc<Registration>;
+    type Data = SlabArc<Registration>;
 
-    fn on_free(this: ArcBorrow<'_, Registration>) {
+    fn on_free(this: SlabBorrow<'_, Registration>) {
         this.invalidate();
     }
 }

@@ -1,0 +1,314 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Reference-counted objects in a slab cache of this module's own: one
+//! allocation of the object's own size each, a reference count of 4 bytes
+//! counted with inline atomics, and no kernel-crate `Arc` (issue 35).
+//!
+//! Why: on Linux 6.12 the kernel crate allocates an `Arc` through
+//! `krealloc` (three out-of-line calls before the slab), and takes and drops
+//! its references through C helpers (`refcount_inc`, `refcount_dec_and_test`
+//! and an out-of-line drop). A registration is made and freed on every
+//! register/deregister cycle, and the free callback takes a reference: this
+//! is the allocation NVIDIA's module makes with one `kzalloc`.
+//!
+//! Each object holds a reference on this module ([`ModuleRef`]), put only
+//! after the object went back to its cache: the module, and so the cache
+//! (destroyed when the module goes, [`SlabCache`]), outlives every object.
+
+use crate::module_ref::ModuleRef;
+use crate::sys;
+use core::marker::PhantomData;
+use core::mem::{align_of, offset_of, size_of};
+use core::ops::Deref;
+use core::ptr::{self, NonNull};
+use core::sync::atomic::{fence, AtomicPtr, AtomicU32, Ordering};
+use kernel::{bindings, ffi::c_void, prelude::*};
+
+/// A type whose objects live in a [`SlabCache`].
+pub(crate) trait Cached: Sized + Send + Sync + 'static {
+    /// The cache, created by the module's init ([`CacheHandle::create`]).
+    fn cache() -> &'static SlabCache;
+}
+
+/// A slab cache of this module's own, for the objects of one type:
+/// created by the module's init, destroyed when the module goes.
+pub(crate) struct SlabCache(AtomicPtr<bindings::kmem_cache>);
+
+impl SlabCache {
+    /// A cache not created yet.
+    pub(crate) const fn new() -> Self {
+        Self(AtomicPtr::new(ptr::null_mut()))
+    }
+}
+
+/// The cache of `T`'s objects while the module lives: created by
+/// [`CacheHandle::create`], destroyed when dropped, which is after the last
+/// object went (each holds a module reference, and the module goes, or a
+/// failed init returns, only once none is left).
+pub(crate) struct CacheHandle<T: Cached>(PhantomData<T>);
+
+impl<T: Cached> CacheHandle<T> {
+    /// Creates `T`'s cache (`<module name>_registration` in /proc/slabinfo).
+    pub(crate) fn create() -> Result<Self> {
+        let (size, align) = (size_of::<SlabObject<T>>(), align_of::<SlabObject<T>>());
+        let size = u32::try_from(size).map_err(|_| EINVAL)?;
+        let align = u32::try_from(align).map_err(|_| EINVAL)?;
+        // SAFETY: FFI call without preconditions.
+        let cache = unsafe { sys::pm_shim_registration_cache_create(size, align) };
+        if cache.is_null() {
+            return Err(ENOMEM);
+        }
+        T::cache().0.store(cache, Ordering::Release);
+        Ok(Self(PhantomData))
+    }
+}
+
+impl<T: Cached> Drop for CacheHandle<T> {
+    fn drop(&mut self) {
+        let cache = T::cache().0.swap(ptr::null_mut(), Ordering::Acquire);
+        // SAFETY: made by `create`, and no object is left (type doc).
+        unsafe { bindings::kmem_cache_destroy(cache) };
+    }
+}
+
+/// The size of `T`'s slab objects (the count, padding, the object).
+pub(crate) const fn object_size<T: Cached>() -> usize {
+    size_of::<SlabObject<T>>()
+}
+
+/// The allocation: the count, the module reference, the object.
+#[repr(C)]
+struct SlabObject<T> {
+    refcount: AtomicU32,
+    module: ModuleRef,
+    value: T,
+}
+
+/// A counted reference to a `T` in its slab cache; the object goes with
+/// the last one.
+///
+/// # Invariants
+///
+/// `0` points at a live, initialised `SlabObject<T>` of `T::cache()`, and
+/// this value owns one of its counted references. The object is never
+/// moved (it may be pinned).
+pub(crate) struct SlabArc<T: Cached>(NonNull<SlabObject<T>>);
+
+// SAFETY: `T: Send + Sync` (`Cached`), and the count is atomic: a reference
+// may be dropped, or the object read, on any thread, as with `Arc`.
+unsafe impl<T: Cached> Send for SlabArc<T> {}
+// SAFETY: as above.
+unsafe impl<T: Cached> Sync for SlabArc<T> {}
+
+impl<T: Cached> SlabArc<T> {
+    /// Allocates a `T` from its cache and initialises it in place with
+    /// `init`, holding `module` until the object goes.
+    #[inline(always)]
+    pub(crate) fn pin_init<E: From<kernel::alloc::AllocError>>(
+        module: ModuleRef,
+        init: impl PinInit<T, E>,
+    ) -> core::result::Result<Self, E> {
+        let cache = T::cache().0.load(Ordering::Acquire);
+        if cache.is_null() {
+            // Not reachable: the cache lives while the module does.
+            return Err(kernel::alloc::AllocError.into());
+        }
+        // SAFETY: `cache` is the live cache of `SlabObject<T>`s (`create`).
+        let object = unsafe { bindings::kmem_cache_alloc_noprof(cache, bindings::GFP_KERNEL) };
+        let Some(object) = NonNull::new(object.cast::<SlabObject<T>>()) else {
+            return Err(kernel::alloc::AllocError.into());
+        };
+        let raw = object.as_ptr();
+        // SAFETY: `raw` is a fresh allocation of the object's size and
+        // alignment (the cache's), ours alone; the object is never moved.
+        unsafe {
+            ptr::write(&raw mut (*raw).refcount, AtomicU32::new(1));
+            ptr::write(&raw mut (*raw).module, module);
+            if let Err(e) = init.__pinned_init(&raw mut (*raw).value) {
+                // Initialisation failed: nothing of `value` to drop.
+                let module = ptr::read(&raw const (*raw).module);
+                bindings::kmem_cache_free(cache, raw.cast());
+                drop(module);
+                return Err(e);
+            }
+        }
+        // INVARIANT: initialised above, with the one reference returned.
+        Ok(Self(object))
+    }
+
+    /// A borrow of this reference.
+    #[inline(always)]
+    pub(crate) fn as_borrow(&self) -> SlabBorrow<'_, T> {
+        // INVARIANT: `self` lives as long as the borrow.
+        SlabBorrow(self.0, PhantomData)
+    }
+
+    /// The pointer to the object this reference was, as
+    /// [`SlabArc::from_raw`] takes it back.
+    #[inline(always)]
+    pub(crate) fn into_raw(self) -> NonNull<T> {
+        let object = self.0;
+        core::mem::forget(self);
+        // SAFETY: in bounds of the live object (type invariant).
+        unsafe { NonNull::new_unchecked(&raw mut (*object.as_ptr()).value) }
+    }
+
+    /// Takes back a reference given up by [`SlabArc::into_raw`].
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from [`SlabArc::into_raw`] of a `SlabArc<T>`, and is given
+    /// here once.
+    #[inline(always)]
+    pub(crate) unsafe fn from_raw(ptr: NonNull<T>) -> Self {
+        // INVARIANT: the reference `into_raw` gave up (function's
+        // requirements).
+        Self(Self::object_of(ptr))
+    }
+
+    /// The object whose value `value` is.
+    #[inline(always)]
+    fn object_of(value: NonNull<T>) -> NonNull<SlabObject<T>> {
+        // SAFETY: `value` is the `value` field of a `SlabObject<T>` wherever
+        // this is used: its start is that far before it, in the same
+        // allocation.
+        unsafe {
+            NonNull::new_unchecked(
+                value
+                    .as_ptr()
+                    .cast::<u8>()
+                    .sub(offset_of!(SlabObject<T>, value))
+                    .cast(),
+            )
+        }
+    }
+
+    /// Drops the object and gives its memory back; the last reference went.
+    ///
+    /// # Safety
+    ///
+    /// `object` is live, and no reference to it is left.
+    #[inline(never)]
+    unsafe fn free(object: NonNull<SlabObject<T>>) {
+        let raw = object.as_ptr();
+        // SAFETY: the object is live and ours alone (function's
+        // requirements); its module reference is put only once its memory
+        // went back to the cache, which lives as long as the module.
+        unsafe {
+            ptr::drop_in_place(&raw mut (*raw).value);
+            let module = ptr::read(&raw const (*raw).module);
+            bindings::kmem_cache_free(T::cache().0.load(Ordering::Relaxed), raw.cast());
+            drop(module);
+        }
+    }
+}
+
+impl<T: Cached> Deref for SlabArc<T> {
+    type Target = T;
+
+    #[inline(always)]
+    fn deref(&self) -> &T {
+        // SAFETY: live while `self` is (type invariant).
+        unsafe { &(*self.0.as_ptr()).value }
+    }
+}
+
+impl<T: Cached> Drop for SlabArc<T> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // SAFETY: live while `self` is (type invariant).
+        let refcount = unsafe { &(*self.0.as_ptr()).refcount };
+        // Release: our uses of the object happen before its free, on
+        // whichever thread drops the last reference (which then acquires).
+        if refcount.fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        fence(Ordering::Acquire);
+        // SAFETY: that was the last reference.
+        unsafe { Self::free(self.0) };
+    }
+}
+
+impl<T: Cached> From<SlabBorrow<'_, T>> for SlabArc<T> {
+    /// Another reference to the borrowed object.
+    #[inline(always)]
+    fn from(borrow: SlabBorrow<'_, T>) -> Self {
+        // SAFETY: live while the borrow is (its invariant).
+        let refcount = unsafe { &(*borrow.0.as_ptr()).refcount };
+        // Relaxed, as `Arc`: a reference exists, so the count is above 0 and
+        // the object stays; the count cannot overflow (a registration has
+        // at most three references).
+        refcount.fetch_add(1, Ordering::Relaxed);
+        // INVARIANT: the reference just counted.
+        Self(borrow.0)
+    }
+}
+
+/// A borrowed [`SlabArc`]: the object stays alive while it lives, and a
+/// counted reference can be made from it.
+///
+/// # Invariants
+///
+/// `0` points at a live `SlabObject<T>`, one of whose references lives at
+/// least for `'a`.
+pub(crate) struct SlabBorrow<'a, T: Cached>(NonNull<SlabObject<T>>, PhantomData<&'a T>);
+
+impl<T: Cached> Clone for SlabBorrow<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: Cached> Copy for SlabBorrow<'_, T> {}
+
+impl<T: Cached> SlabBorrow<'_, T> {
+    /// Borrows the object that a reference given up by
+    /// [`SlabArc::into_raw`] points at.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from [`SlabArc::into_raw`], and that reference is not
+    /// taken back while the borrow lives.
+    #[inline(always)]
+    pub(crate) unsafe fn from_raw(ptr: NonNull<T>) -> Self {
+        // INVARIANT: the reference given up lives on (function's
+        // requirements).
+        Self(SlabArc::object_of(ptr), PhantomData)
+    }
+}
+
+impl<'a, T: Cached> Deref for SlabBorrow<'a, T> {
+    type Target = T;
+
+    #[inline(always)]
+    fn deref(&self) -> &T {
+        // SAFETY: live for `'a` (type invariant).
+        unsafe { &(*self.0.as_ptr()).value }
+    }
+}
+
+// SAFETY: the pointer is `into_raw`'s, which `from_raw` takes back once;
+// until then the reference it stands for keeps the object alive for every
+// borrow (`SlabBorrow::from_raw`'s requirements).
+unsafe impl<T: Cached> crate::foreign::Foreign for SlabArc<T> {
+    type Borrowed<'a> = SlabBorrow<'a, T>;
+
+    #[inline(always)]
+    fn into_foreign(self) -> *mut c_void {
+        self.into_raw().as_ptr().cast()
+    }
+
+    #[inline(always)]
+    unsafe fn borrow<'a>(ptr: *mut c_void) -> SlabBorrow<'a, T> {
+        // SAFETY: from `into_foreign`, i.e. `into_raw` (not null), and not
+        // taken back while the borrow lives (function's requirements).
+        unsafe { SlabBorrow::from_raw(NonNull::new_unchecked(ptr.cast())) }
+    }
+
+    #[inline(always)]
+    unsafe fn from_foreign(ptr: *mut c_void) -> Self {
+        // SAFETY: from `into_foreign`, i.e. `into_raw`, given back once
+        // (function's requirements).
+        unsafe { Self::from_raw(NonNull::new_unchecked(ptr.cast())) }
+    }
+}
