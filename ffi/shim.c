@@ -6,7 +6,6 @@
 #include <linux/debugfs.h>
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
-#include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
 #include <nvidia/nv-p2p.h>
@@ -78,13 +77,6 @@ dma_addr_t pm_shim_sg_dma_address(struct scatterlist *sg)
 unsigned int pm_shim_sg_dma_len(struct scatterlist *sg)
 {
 	return sg_dma_len(sg);
-}
-
-struct kmem_cache *pm_shim_registration_cache_create(unsigned int size,
-						     unsigned int align)
-{
-	return kmem_cache_create(KBUILD_MODNAME "_registration", size, align,
-				 0, NULL);
 }
 
 void pm_shim_registry_lock(void)

@@ -86,16 +86,6 @@ void pm_shim_free_wake(void);
 void pm_shim_live_put_last(atomic_t *live);
 void pm_shim_live_wait_none(atomic_t *live);
 
-/*
- * The slab cache of the registrations (issue 35: one allocation each, of
- * their own size), named after the module that creates it
- * (KBUILD_MODNAME "_registration": the product, the drop-in and the KUnit
- * module may be loaded together). kmem_cache_create() is a macro since 6.12.
- * NULL if it cannot be created.
- */
-struct kmem_cache *pm_shim_registration_cache_create(unsigned int size,
-						     unsigned int align);
-
 /* The spinlock that serialises the table of live registrations. */
 void pm_shim_registry_lock(void);
 void pm_shim_registry_unlock(void);

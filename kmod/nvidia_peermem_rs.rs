@@ -62,8 +62,6 @@ struct NvidiaPeermem {
     _debugfs: debugfs::Dir,
     // Then the probe pins that could not be unpinned are tried again.
     _stranded: stranded::Stash,
-    // Last: no registration is left once the module goes.
-    _registrations: slab::CacheHandle<registration::Registration>,
 }
 
 /// Registers the clients of `config` with the core. On failure the clients
@@ -87,9 +85,6 @@ fn register_clients(config: &params::Config) -> Result<KVec<core_client::CoreReg
 impl kernel::Module for NvidiaPeermem {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let config = params::Config::from_params()?;
-        // Dropped last, also on a failure below: after the wait for the
-        // registrations still alive.
-        let registrations = slab::CacheHandle::create()?;
         // Before the clients: on a failure below, dropped after them.
         let stranded = stranded::Stash;
         let debugfs = debugfs::Dir::create();
@@ -127,7 +122,6 @@ impl kernel::Module for NvidiaPeermem {
             _clients: clients,
             _debugfs: debugfs,
             _stranded: stranded,
-            _registrations: registrations,
         })
     }
 }

@@ -40,16 +40,11 @@ peermem_module! {
     license: "GPL",
 }
 
-/// The loaded test module: the suites run after `init` returns, with the
-/// registrations' slab cache.
-struct NvidiaPeermemKunit {
-    _registrations: slab::CacheHandle<registration::Registration>,
-}
+/// The loaded test module: the suites run after `init` returns.
+struct NvidiaPeermemKunit;
 
 impl kernel::Module for NvidiaPeermemKunit {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        Ok(Self {
-            _registrations: slab::CacheHandle::create()?,
-        })
+        Ok(Self)
     }
 }

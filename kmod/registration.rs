@@ -44,7 +44,7 @@ use crate::p2p::{FreeCallback, PageTable, PciDevice};
 use crate::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::registry::{self, RegistryLinks};
 use crate::sg::{SgPlan, SgTable};
-use crate::slab::{Cached, SlabArc, SlabBorrow, SlabCache};
+use crate::slab::{SlabArc, SlabBorrow};
 use crate::stats::{self, ErrorKind, Failure, STATS};
 use core::fmt;
 use core::ptr::NonNull;
@@ -170,7 +170,7 @@ pub(crate) struct Registration {
     kind: PinKind,
 }
 
-// The registration's slab object (a 4-byte count padded to 8, then the
+// The registration's allocation (a 4-byte count padded to 8, then the
 // registration) takes at most 128 bytes on a kernel without lock debugging
 // (a 4-byte spinlock): 64 KiB registrations cost 160 bytes with their SG
 // table, not 224.
@@ -178,15 +178,6 @@ const _: () = assert!(
     core::mem::size_of::<bindings::spinlock_t>() > 4
         || crate::slab::object_size::<Registration>() <= 128
 );
-
-/// The registrations' slab cache ([`crate::slab`]).
-static CACHE: SlabCache = SlabCache::new();
-
-impl Cached for Registration {
-    fn cache() -> &'static SlabCache {
-        &CACHE
-    }
-}
 
 /// The core's handle on a registration, from acquire to release: the
 /// registry's reference, borrowed. A registration is in the [`registry`]

@@ -1,75 +1,37 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Reference-counted objects in a slab cache of this module's own: one
-//! allocation of the object's own size each, a reference count of 4 bytes
-//! counted with inline atomics, and no kernel-crate `Arc` (issue 35).
+//! Reference-counted objects in one kmalloc allocation each, counted with
+//! inline atomics: no kernel-crate `Arc` (issue 35).
 //!
 //! Why: on Linux 6.12 the kernel crate allocates an `Arc` through
 //! `krealloc` (three out-of-line calls before the slab), and takes and drops
 //! its references through C helpers (`refcount_inc`, `refcount_dec_and_test`
 //! and an out-of-line drop). A registration is made and freed on every
 //! register/deregister cycle, and the free callback takes a reference: this
-//! is the allocation NVIDIA's module makes with one `kzalloc`.
+//! is the allocation NVIDIA's module makes with one `kzalloc`. Here it is
+//! one `__kmalloc_noprof` (what `kmalloc` of a size not known to the C
+//! compiler is) and one `kfree`.
+//!
+//! Not a slab cache of the module's own: creating one at init makes the
+//! kernel register it in sysfs, and 6.12's `sysfs_slab_add` leaks the
+//! kobject's name when an allocation there fails (suite rel-failslab found
+//! it: kmemleak, 29 objects). The kmalloc class is the same 128 bytes.
 //!
 //! Each object holds a reference on this module ([`ModuleRef`]), put only
-//! after the object went back to its cache: the module, and so the cache
-//! (destroyed when the module goes, [`SlabCache`]), outlives every object.
+//! after the object was freed: the module outlives every object.
 
 use crate::module_ref::ModuleRef;
-use crate::sys;
 use core::marker::PhantomData;
 use core::mem::{align_of, offset_of, size_of};
 use core::ops::Deref;
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{fence, AtomicPtr, AtomicU32, Ordering};
+use core::sync::atomic::{fence, AtomicU32, Ordering};
 use kernel::{bindings, ffi::c_void, prelude::*};
 
-/// A type whose objects live in a [`SlabCache`].
-pub(crate) trait Cached: Sized + Send + Sync + 'static {
-    /// The cache, created by the module's init ([`CacheHandle::create`]).
-    fn cache() -> &'static SlabCache;
-}
+/// A type whose objects can be shared through a [`SlabArc`].
+pub(crate) trait Cached: Sized + Send + Sync + 'static {}
 
-/// A slab cache of this module's own, for the objects of one type:
-/// created by the module's init, destroyed when the module goes.
-pub(crate) struct SlabCache(AtomicPtr<bindings::kmem_cache>);
-
-impl SlabCache {
-    /// A cache not created yet.
-    pub(crate) const fn new() -> Self {
-        Self(AtomicPtr::new(ptr::null_mut()))
-    }
-}
-
-/// The cache of `T`'s objects while the module lives: created by
-/// [`CacheHandle::create`], destroyed when dropped, which is after the last
-/// object went (each holds a module reference, and the module goes, or a
-/// failed init returns, only once none is left).
-pub(crate) struct CacheHandle<T: Cached>(PhantomData<T>);
-
-impl<T: Cached> CacheHandle<T> {
-    /// Creates `T`'s cache (`<module name>_registration` in /proc/slabinfo).
-    pub(crate) fn create() -> Result<Self> {
-        let (size, align) = (size_of::<SlabObject<T>>(), align_of::<SlabObject<T>>());
-        let size = u32::try_from(size).map_err(|_| EINVAL)?;
-        let align = u32::try_from(align).map_err(|_| EINVAL)?;
-        // SAFETY: FFI call without preconditions.
-        let cache = unsafe { sys::pm_shim_registration_cache_create(size, align) };
-        if cache.is_null() {
-            return Err(ENOMEM);
-        }
-        T::cache().0.store(cache, Ordering::Release);
-        Ok(Self(PhantomData))
-    }
-}
-
-impl<T: Cached> Drop for CacheHandle<T> {
-    fn drop(&mut self) {
-        let cache = T::cache().0.swap(ptr::null_mut(), Ordering::Acquire);
-        // SAFETY: made by `create`, and no object is left (type doc).
-        unsafe { bindings::kmem_cache_destroy(cache) };
-    }
-}
+impl<T: Sized + Send + Sync + 'static> Cached for T {}
 
 /// The size of `T`'s slab objects (the count, padding, the object).
 pub(crate) const fn object_size<T: Cached>() -> usize {
@@ -84,12 +46,12 @@ struct SlabObject<T> {
     value: T,
 }
 
-/// A counted reference to a `T` in its slab cache; the object goes with
+/// A counted reference to a `T` in its own allocation; the object goes with
 /// the last one.
 ///
 /// # Invariants
 ///
-/// `0` points at a live, initialised `SlabObject<T>` of `T::cache()`, and
+/// `0` points at a live, initialised, kmalloc'd `SlabObject<T>`, and
 /// this value owns one of its counted references. The object is never
 /// moved (it may be pinned).
 pub(crate) struct SlabArc<T: Cached>(NonNull<SlabObject<T>>);
@@ -101,33 +63,34 @@ unsafe impl<T: Cached> Send for SlabArc<T> {}
 unsafe impl<T: Cached> Sync for SlabArc<T> {}
 
 impl<T: Cached> SlabArc<T> {
-    /// Allocates a `T` from its cache and initialises it in place with
+    /// Allocates a `T` and initialises it in place with
     /// `init`, holding `module` until the object goes.
     #[inline(always)]
     pub(crate) fn pin_init<E: From<kernel::alloc::AllocError>>(
         module: ModuleRef,
         init: impl PinInit<T, E>,
     ) -> core::result::Result<Self, E> {
-        let cache = T::cache().0.load(Ordering::Acquire);
-        if cache.is_null() {
-            // Not reachable: the cache lives while the module does.
+        if align_of::<SlabObject<T>>() > 8 {
+            // Not for us: kmalloc aligns to 8 at least, not more.
             return Err(kernel::alloc::AllocError.into());
         }
-        // SAFETY: `cache` is the live cache of `SlabObject<T>`s (`create`).
-        let object = unsafe { bindings::kmem_cache_alloc_noprof(cache, bindings::GFP_KERNEL) };
+        // SAFETY: FFI call; kmalloc's alignment (8 at least) covers the
+        // object's (checked above).
+        let object =
+            unsafe { bindings::__kmalloc_noprof(size_of::<SlabObject<T>>(), bindings::GFP_KERNEL) };
         let Some(object) = NonNull::new(object.cast::<SlabObject<T>>()) else {
             return Err(kernel::alloc::AllocError.into());
         };
         let raw = object.as_ptr();
         // SAFETY: `raw` is a fresh allocation of the object's size and
-        // alignment (the cache's), ours alone; the object is never moved.
+        // alignment (kmalloc's), ours alone; the object is never moved.
         unsafe {
             ptr::write(&raw mut (*raw).refcount, AtomicU32::new(1));
             ptr::write(&raw mut (*raw).module, module);
             if let Err(e) = init.__pinned_init(&raw mut (*raw).value) {
                 // Initialisation failed: nothing of `value` to drop.
                 let module = ptr::read(&raw const (*raw).module);
-                bindings::kmem_cache_free(cache, raw.cast());
+                bindings::kfree(raw.cast());
                 drop(module);
                 return Err(e);
             }
@@ -193,11 +156,11 @@ impl<T: Cached> SlabArc<T> {
         let raw = object.as_ptr();
         // SAFETY: the object is live and ours alone (function's
         // requirements); its module reference is put only once its memory
-        // went back to the cache, which lives as long as the module.
+        // is freed.
         unsafe {
             ptr::drop_in_place(&raw mut (*raw).value);
             let module = ptr::read(&raw const (*raw).module);
-            bindings::kmem_cache_free(T::cache().0.load(Ordering::Relaxed), raw.cast());
+            bindings::kfree(raw.cast());
             drop(module);
         }
     }
