@@ -28,13 +28,9 @@ use core::ptr::{self, NonNull};
 use core::sync::atomic::{fence, AtomicU32, Ordering};
 use kernel::{bindings, ffi::c_void, prelude::*};
 
-/// A type whose objects can be shared through a [`SlabArc`].
-pub(crate) trait Cached: Sized + Send + Sync + 'static {}
-
-impl<T: Sized + Send + Sync + 'static> Cached for T {}
-
-/// The size of `T`'s slab objects (the count, padding, the object).
-pub(crate) const fn object_size<T: Cached>() -> usize {
+/// The size of the allocation of a `SlabArc<T>` (the count, padding, the
+/// object).
+pub(crate) const fn object_size<T: Send + Sync + 'static>() -> usize {
     size_of::<SlabObject<T>>()
 }
 
@@ -54,15 +50,15 @@ struct SlabObject<T> {
 /// `0` points at a live, initialised, kmalloc'd `SlabObject<T>`, and
 /// this value owns one of its counted references. The object is never
 /// moved (it may be pinned).
-pub(crate) struct SlabArc<T: Cached>(NonNull<SlabObject<T>>);
+pub(crate) struct SlabArc<T: Send + Sync + 'static>(NonNull<SlabObject<T>>);
 
-// SAFETY: `T: Send + Sync` (`Cached`), and the count is atomic: a reference
+// SAFETY: `T: Send + Sync`, and the count is atomic: a reference
 // may be dropped, or the object read, on any thread, as with `Arc`.
-unsafe impl<T: Cached> Send for SlabArc<T> {}
+unsafe impl<T: Send + Sync + 'static> Send for SlabArc<T> {}
 // SAFETY: as above.
-unsafe impl<T: Cached> Sync for SlabArc<T> {}
+unsafe impl<T: Send + Sync + 'static> Sync for SlabArc<T> {}
 
-impl<T: Cached> SlabArc<T> {
+impl<T: Send + Sync + 'static> SlabArc<T> {
     /// Allocates a `T` and initialises it in place with
     /// `init`, holding `module` until the object goes.
     #[inline(always)]
@@ -124,17 +120,23 @@ impl<T: Cached> SlabArc<T> {
     /// here once.
     #[inline(always)]
     pub(crate) unsafe fn from_raw(ptr: NonNull<T>) -> Self {
-        // INVARIANT: the reference `into_raw` gave up (function's
-        // requirements).
-        Self(Self::object_of(ptr))
+        // SAFETY: `into_raw` gave the `value` field of a live object, which
+        // the reference it gave up keeps alive (function's requirements).
+        let object = unsafe { Self::object_of(ptr) };
+        // INVARIANT: the reference `into_raw` gave up.
+        Self(object)
     }
 
     /// The object whose value `value` is.
+    ///
+    /// # Safety
+    ///
+    /// `value` points at the `value` field of a live `SlabObject<T>`.
     #[inline(always)]
-    fn object_of(value: NonNull<T>) -> NonNull<SlabObject<T>> {
-        // SAFETY: `value` is the `value` field of a `SlabObject<T>` wherever
-        // this is used: its start is that far before it, in the same
-        // allocation.
+    unsafe fn object_of(value: NonNull<T>) -> NonNull<SlabObject<T>> {
+        // SAFETY: the object starts that far before its `value` field, in
+        // the same allocation, at an address that is not null (function's
+        // requirements).
         unsafe {
             NonNull::new_unchecked(
                 value
@@ -166,7 +168,7 @@ impl<T: Cached> SlabArc<T> {
     }
 }
 
-impl<T: Cached> Deref for SlabArc<T> {
+impl<T: Send + Sync + 'static> Deref for SlabArc<T> {
     type Target = T;
 
     #[inline(always)]
@@ -176,7 +178,7 @@ impl<T: Cached> Deref for SlabArc<T> {
     }
 }
 
-impl<T: Cached> Drop for SlabArc<T> {
+impl<T: Send + Sync + 'static> Drop for SlabArc<T> {
     #[inline(always)]
     fn drop(&mut self) {
         // SAFETY: live while `self` is (type invariant).
@@ -192,7 +194,7 @@ impl<T: Cached> Drop for SlabArc<T> {
     }
 }
 
-impl<T: Cached> From<SlabBorrow<'_, T>> for SlabArc<T> {
+impl<T: Send + Sync + 'static> From<SlabBorrow<'_, T>> for SlabArc<T> {
     /// Another reference to the borrowed object.
     #[inline(always)]
     fn from(borrow: SlabBorrow<'_, T>) -> Self {
@@ -214,17 +216,20 @@ impl<T: Cached> From<SlabBorrow<'_, T>> for SlabArc<T> {
 ///
 /// `0` points at a live `SlabObject<T>`, one of whose references lives at
 /// least for `'a`.
-pub(crate) struct SlabBorrow<'a, T: Cached>(NonNull<SlabObject<T>>, PhantomData<&'a T>);
+pub(crate) struct SlabBorrow<'a, T: Send + Sync + 'static>(
+    NonNull<SlabObject<T>>,
+    PhantomData<&'a T>,
+);
 
-impl<T: Cached> Clone for SlabBorrow<'_, T> {
+impl<T: Send + Sync + 'static> Clone for SlabBorrow<'_, T> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<T: Cached> Copy for SlabBorrow<'_, T> {}
+impl<T: Send + Sync + 'static> Copy for SlabBorrow<'_, T> {}
 
-impl<T: Cached> SlabBorrow<'_, T> {
+impl<T: Send + Sync + 'static> SlabBorrow<'_, T> {
     /// Borrows the object that a reference given up by
     /// [`SlabArc::into_raw`] points at.
     ///
@@ -234,13 +239,15 @@ impl<T: Cached> SlabBorrow<'_, T> {
     /// taken back while the borrow lives.
     #[inline(always)]
     pub(crate) unsafe fn from_raw(ptr: NonNull<T>) -> Self {
-        // INVARIANT: the reference given up lives on (function's
-        // requirements).
-        Self(SlabArc::object_of(ptr), PhantomData)
+        // SAFETY: `into_raw` gave the `value` field of a live object, which
+        // the reference it gave up keeps alive (function's requirements).
+        let object = unsafe { SlabArc::object_of(ptr) };
+        // INVARIANT: that reference lives on while the borrow does.
+        Self(object, PhantomData)
     }
 }
 
-impl<'a, T: Cached> Deref for SlabBorrow<'a, T> {
+impl<'a, T: Send + Sync + 'static> Deref for SlabBorrow<'a, T> {
     type Target = T;
 
     #[inline(always)]
@@ -253,7 +260,7 @@ impl<'a, T: Cached> Deref for SlabBorrow<'a, T> {
 // SAFETY: the pointer is `into_raw`'s, which `from_raw` takes back once;
 // until then the reference it stands for keeps the object alive for every
 // borrow (`SlabBorrow::from_raw`'s requirements).
-unsafe impl<T: Cached> crate::foreign::Foreign for SlabArc<T> {
+unsafe impl<T: Send + Sync + 'static> crate::foreign::Foreign for SlabArc<T> {
     type Borrowed<'a> = SlabBorrow<'a, T>;
 
     #[inline(always)]

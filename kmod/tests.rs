@@ -907,7 +907,7 @@ fn debugfs_lines_and_counters() {
     mock::reset(0);
 }
 
-/// The registration's slab object (a 4-byte count padded to 8, then the
+/// The registration's allocation (a 4-byte count padded to 8, then the
 /// registration) takes at most 192 bytes as long as a spinlock takes at
 /// most 64 bytes (lockdep without lock statistics), and at most 128 with
 /// the 4-byte spinlock of a kernel without lock debugging (issue 15: 64 KiB
