@@ -182,7 +182,8 @@ pub struct Analysis {
 pub struct VsNvidia {
     /// `cycle` (client time of a register + deregister cycle),
     /// `invalidation` (the free callback), `throughput` (cycles/s: above 1
-    /// is faster than NVIDIA's).
+    /// is faster than NVIDIA's), `memory` (client bytes per live
+    /// registration).
     pub kind: &'static str,
     pub label: String,
     pub baseline: String,
@@ -207,6 +208,7 @@ fn vs_nvidia(
     cycles: &[CycleRow],
     invalidations: &[InvRow],
     throughputs: &[TpRow],
+    memory: &[MemRow],
 ) -> Vec<VsNvidia> {
     let mut out = Vec::new();
     let row = |kind, label: &str, baseline: &str, at, ratio| VsNvidia {
@@ -261,6 +263,20 @@ fn vs_nvidia(
                 &base,
                 t.threads,
                 t.rate.median / b.rate.median,
+            ));
+        }
+    }
+    for m in memory {
+        let Some(base) = nvidia_baseline(&m.label, labels) else {
+            continue;
+        };
+        if let Some(b) = memory.iter().find(|b| b.label == base && b.size == m.size) {
+            out.push(row(
+                "memory",
+                &m.label,
+                &base,
+                m.size,
+                m.client as f64 / b.client.max(1) as f64,
             ));
         }
     }
@@ -498,7 +514,7 @@ impl Analysis {
             .collect();
 
         let parity = parity(&comparisons, &invalidations, &throughputs, &memory);
-        let vs_nvidia = vs_nvidia(&labels, &cycles, &invalidations, &throughputs);
+        let vs_nvidia = vs_nvidia(&labels, &cycles, &invalidations, &throughputs, &memory);
         Analysis {
             labels,
             vs_nvidia,
@@ -724,6 +740,28 @@ mod tests {
         assert!(linear_fit(&pts[..2]).is_none());
         let bent = [(1.0, 10.0), (10.0, 100.0), (100.0, 110.0)];
         assert!(linear_fit(&bent).unwrap().2 > 0.2);
+    }
+
+    fn memory(label: &str, size: u64, per_reg: u64) -> String {
+        let pages = size / 65536;
+        format!(
+            r#"BENCH-RESULT {{"kind":"memory","label":"{label}","size":{size},"gpu_pages":{pages},"scale":0,"live":4,"sg_entries":1,"client_bytes_per_reg":{per_reg},"client_objects_per_reg_x100":200,"trace_events":8,"trace_lost":0,"allocs_without_stack":0,"owners":{{}}}}"#
+        )
+    }
+
+    #[test]
+    fn memory_is_compared_with_nvidia_in_the_same_mode() {
+        let text = [
+            memory("rust/invalidating", 65536, 160),
+            memory("nvidia/invalidating", 65536, 128),
+            memory("rust/persistent", 65536, 160),
+        ]
+        .join("\n");
+        let a = Analysis::new(&Results::parse(&text));
+        let m: Vec<_> = a.vs_nvidia.iter().filter(|v| v.kind == "memory").collect();
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].label, "rust/invalidating");
+        assert!((m[0].ratio - 1.25).abs() < 1e-9);
     }
 
     #[test]
