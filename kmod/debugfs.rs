@@ -114,7 +114,12 @@ impl SeqShow for StatsFile {
         writeln!(w, "declined {}", stats::get(&s.declined))?;
         writeln!(w, "released {}", stats::get(&s.released))?;
         writeln!(w, "pinned_pages {}", stats::get(&s.pinned_pages))?;
-        writeln!(w, "pinned_bytes {}", stats::get(&s.pinned_bytes))?;
+        // Every pinned page is a GPU page: one counter, not two.
+        writeln!(
+            w,
+            "pinned_bytes {}",
+            stats::get(&s.pinned_pages) * crate::range::GPU_PAGE_SIZE
+        )?;
         writeln!(w, "dma_mappings {}", stats::get(&s.mappings))?;
         writeln!(w, "invalidations {}", stats::get(&s.invalidations))?;
         writeln!(

@@ -60,7 +60,8 @@ struct NvidiaPeermem {
     // Dropped first: unregistering waits for every registration to go.
     _clients: KVec<core_client::CoreRegistration>,
     _debugfs: debugfs::Dir,
-    // Then the probe pins that could not be unpinned are tried again.
+    // Then acquire's refused pins that could not be unpinned are tried
+    // again.
     _stranded: stranded::Stash,
 }
 

@@ -234,7 +234,6 @@ impl<T: FreeCallback> PageTable<T> {
         STATS
             .pinned_pages
             .fetch_add(u64::from(range.pages()), Ordering::Relaxed);
-        STATS.pinned_bytes.fetch_add(range.len(), Ordering::Relaxed);
         // INVARIANT: the caller pinned `range` and got `ptr`; counted above.
         Self {
             ptr,
@@ -396,9 +395,6 @@ impl<T: FreeCallback> PageTable<T> {
         STATS
             .pinned_pages
             .fetch_sub(u64::from(self.range.pages()), Ordering::Relaxed);
-        STATS
-            .pinned_bytes
-            .fetch_sub(self.range.len(), Ordering::Relaxed);
     }
 }
 
@@ -638,6 +634,13 @@ impl<T: FreeCallback> Pinned<T> {
     /// The pinned range.
     pub(crate) fn range(&self) -> GpuRange {
         self.page_table.range()
+    }
+
+    /// Whether this module reads the page table's version: see
+    /// [`PageTable::layout`].
+    #[inline(always)]
+    pub(crate) fn layout(&self) -> core::result::Result<(), Failure> {
+        self.page_table.layout().map(|_| ())
     }
 
     /// Checks the page table: see [`PageTable::validate`].

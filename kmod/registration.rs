@@ -94,8 +94,8 @@ enum Op {
     /// Inside the provider's dma_map_pages (takes the driver lock).
     Mapping,
     /// Out of dma_map_pages, reading the new mapping and building the SG
-    /// table (and unmapping it again on a refusal). get_pages reads its new
-    /// page table under the lock instead ([`Registration::finish_pinning`]).
+    /// table (and unmapping it again on a refusal). acquire reads its new
+    /// page table under the lock instead ([`Registration::keep_acquired_pin`]).
     Reading,
     /// Inside the provider's dma_unmap_pages, which reads the page table and
     /// the mapping without the driver lock: for the core's dma_unmap, or for
@@ -138,9 +138,9 @@ struct State {
     pinned: Option<Pinned>,
     /// The SG table given to the core, freed at release.
     sg: Option<SgTable>,
-    /// The core's ticket, from get_pages; valid when `has_core_context`.
+    /// The core's ticket, from get_pages; valid at [`Stage::GotPages`].
     core_context: u64,
-    has_core_context: bool,
+    stage: Stage,
     /// The operation holding the resources outside the lock, if any.
     in_flight: Option<Op>,
     invalidation: Invalidation,
@@ -151,8 +151,26 @@ struct State {
 impl State {
     /// The core's ticket, if get_pages gave one.
     fn core_context(&self) -> Option<u64> {
-        self.has_core_context.then_some(self.core_context)
+        (self.stage == Stage::GotPages).then_some(self.core_context)
     }
+}
+
+/// Where a registration is between acquire and the core's get_pages.
+/// acquire pins, and its pin is the one the core's get_pages takes: one pin
+/// a registration, where NVIDIA's module pins and unpins at acquire and
+/// pins again at get_pages (issue 35).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Stage {
+    /// acquire has kept no pin (yet, or the memory was freed meanwhile).
+    Acquiring,
+    /// `pinned` is acquire's pin, waiting for the core's get_pages.
+    PinKept,
+    /// acquire's pin was unusable (a page size or a page count this module
+    /// does not take; said then) and was unpinned at once: the core's
+    /// get_pages fails with this.
+    Refused(ErrorKind),
+    /// The core's get_pages took the pin; `core_context` is its ticket.
+    GotPages,
 }
 
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
@@ -270,42 +288,45 @@ impl Registration {
     ) -> core::result::Result<Option<CoreRef>, Failure> {
         let range = GpuRange::new(addr, size).map_err(|e| Failure::new(ErrorKind::Range, e))?;
         let module = ModuleRef::try_get().ok_or(Failure::new(ErrorKind::ModuleGoing, ENODEV))?;
+        // acquire pins, and the pin is kept for the core's get_pages, which
+        // follows at once (CONTRACT 1.3): one pin a registration, where
+        // NVIDIA's module pins and unpins here and pins again there.
         let this = match kind {
             PinKind::Persistent => {
-                // A persistent pin has no free callback, so nothing can
-                // invalidate the probe: it needs no registration, and the
-                // registration is born idle.
-                if !Self::probe_persistent(range)? {
+                // No free callback: nothing can kill the pin, so it is
+                // checked before a registration exists.
+                let Some(page_table) = Self::pin_persistent_for_acquire(range)? else {
                     return Ok(None);
-                }
-                Self::new(kind, range, module, None)?
+                };
+                let (pinned, stage) = match Self::check_persistent_pin(page_table)? {
+                    Ok(pinned) => (Some(pinned), Stage::PinKept),
+                    Err(refusal) => (None, Stage::Refused(refusal)),
+                };
+                Self::new(kind, range, module, None, pinned, stage)?
             }
             PinKind::Invalidating => {
-                // Born with the probe in flight: a free callback firing
-                // during the probe only records the invalidation.
-                let this = Self::new(kind, range, module, Some(Op::Pinning))?;
-                let Ok(probe) = Self::pin_pages(this.as_borrow()) else {
+                // Born with the pin in flight: a free callback firing
+                // meanwhile only records the invalidation.
+                let this = Self::new(
+                    kind,
+                    range,
+                    module,
+                    Some(Op::Pinning),
+                    None,
+                    Stage::Acquiring,
+                )?;
+                // The provider gets its own reference to the registration
+                // (the free callback's data).
+                let data = SlabArc::from(this.as_borrow());
+                let Ok(page_table) = PageTable::pin_invalidating(range, data) else {
                     // Not GPU memory (or not pinnable): simply not ours.
                     // Nobody else holds the registration: it goes with
                     // `this`.
                     return Ok(None);
                 };
-                // A page table version we cannot read: not ours, decided
-                // here and not after the core committed the MR to us. Read
-                // under our lock, which a free callback takes first: unless
-                // one has started, the page table cannot die meanwhile.
-                let readable = {
-                    let st = this.state.lock();
-                    match st.invalidation {
-                        Invalidation::None => probe.layout().map(|_| ()),
-                        _ => Ok(()),
-                    }
-                };
-                match this.try_unpin_in_flight(Pinned::new(probe)) {
-                    Ok(false) => readable?,
-                    // Freed while we probed it: no longer GPU memory.
-                    Ok(true) => return Ok(None),
-                    Err(e) => return Err(this.give_up_probe(e)),
+                if !this.keep_acquired_pin(page_table)? {
+                    // Freed while we pinned it: no longer GPU memory.
+                    return Ok(None);
                 }
                 this
             }
@@ -319,24 +340,26 @@ impl Registration {
         Ok(Some(CoreRef(raw)))
     }
 
-    /// Allocates a registration of `range`, nothing pinned, with
-    /// `in_flight` under way.
+    /// Allocates a registration of `range` at `stage`, with `in_flight`
+    /// under way, holding `pinned`.
     #[inline(always)]
     fn new(
         kind: PinKind,
         range: GpuRange,
         module: ModuleRef,
         in_flight: Option<Op>,
+        pinned: Option<Pinned>,
+        stage: Stage,
     ) -> core::result::Result<SlabArc<Self>, Failure> {
         SlabArc::pin_init(
             module,
             try_pin_init!(Self {
                 state <- new_state_lock!(
                     State {
-                        pinned: None,
+                        pinned,
                         sg: None,
                         core_context: 0,
-                        has_core_context: false,
+                        stage,
                         in_flight,
                         invalidation: Invalidation::None,
                         released: false,
@@ -352,19 +375,14 @@ impl Registration {
         .map_err(|e| Failure::new(ErrorKind::NoMemory, e))
     }
 
-    /// Probes `range` for a persistent registration: pins and unpins it.
-    /// `Ok(false)` if it is not pinnable GPU memory, `Ok(true)` if it is,
-    /// in a page table this module can read (else refused, as at the
-    /// invalidating probe).
-    /// A probe whose unpin fails makes it "not ours" (as NVIDIA's acquire);
-    /// having no free callback, its pin is kept in [`stranded`] for a retry
-    /// at unload.
-    ///
-    /// [`stranded`]: crate::stranded
+    /// acquire's persistent pin of `range`: `None` if it is not pinnable
+    /// GPU memory (simply not ours).
     #[inline(always)]
-    fn probe_persistent(range: GpuRange) -> core::result::Result<bool, Failure> {
-        let page_table = match PageTable::<Self>::pin_persistent(range) {
-            Ok(page_table) => page_table,
+    fn pin_persistent_for_acquire(
+        range: GpuRange,
+    ) -> core::result::Result<Option<PageTable<Self>>, Failure> {
+        match PageTable::<Self>::pin_persistent(range) {
+            Ok(page_table) => Ok(Some(page_table)),
             Err(e) if e == ENOTSUPP => {
                 // Every registration would say it: once a load, each
                 // refusal counted (debugfs error_persistent_unsupported).
@@ -376,58 +394,141 @@ impl Registration {
                         range.end()
                     );
                 }
-                return Err(Failure::new(ErrorKind::PersistentUnsupported, e));
+                Err(Failure::new(ErrorKind::PersistentUnsupported, e))
             }
-            // Not GPU memory (or not pinnable): simply not ours.
-            Err(_) => return Ok(false),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Checks acquire's persistent pin (no free callback: the page table
+    /// lives until unpinned). A usable one is kept, `Ok(Ok(_))`. Else it is
+    /// unpinned at once: a page table version this module cannot read is
+    /// "not ours" (`Err`, decided here and not after the core committed the
+    /// MR to us), anything else is refused at the core's get_pages
+    /// (`Ok(Err(kind))`). An unpin that fails makes it "not ours" too (as
+    /// NVIDIA's acquire answers); having no free callback, the pin is kept
+    /// in [`stranded`] for a retry at unload.
+    ///
+    /// [`stranded`]: crate::stranded
+    #[inline(always)]
+    fn check_persistent_pin(
+        page_table: PageTable<Self>,
+    ) -> core::result::Result<core::result::Result<Pinned, ErrorKind>, Failure> {
+        let refused = match page_table.layout() {
+            Err(f) => (f, false),
+            Ok(_) => match page_table.validate() {
+                Ok(()) => return Ok(Ok(Pinned::new(page_table))),
+                Err(f) => (f, true),
+            },
         };
-        // No free callback: the page table lives until unpinned.
-        let readable = page_table.layout().map(|_| true);
+        let range = page_table.range();
         match page_table.unpin() {
             // No free callback: nothing to take back.
-            Ok(unpinned) => {
-                drop(unpinned);
-                readable
-            }
+            Ok(unpinned) => drop(unpinned),
             Err((page_table, e)) => {
                 pr_err!(
-                    "unpinning the probe of [{:#x}, {:#x}) failed ({:?}): not taking it (the core may offer it to another client); the pin is unpinned again when this module unloads\n",
+                    "unpinning acquire's pin of [{:#x}, {:#x}) failed ({:?}): not taking it (the core may offer it to another client); the pin is unpinned again when this module unloads\n",
                     range.start(),
                     range.end(),
                     e
                 );
                 crate::stranded::keep(page_table);
-                Err(Failure::new(ErrorKind::PutPages, e))
+                return Err(Failure::new(ErrorKind::PutPages, e));
             }
+        }
+        match refused {
+            (f, true) => Ok(Err(f.kind)),
+            (f, false) => Err(f),
         }
     }
 
-    /// The invalidating probe could not be unpinned (`e`): the range is not
-    /// ours, as NVIDIA's acquire answers, and the registration is given up.
+    /// Ends acquire's invalidating pin in one critical section: unless an
+    /// invalidation started while we were inside the provider, checks the
+    /// page table and keeps it for the core's get_pages. Reading it under
+    /// our lock is what a free callback waits for (it takes the lock
+    /// first), so it cannot die under us. If an invalidation started, that
+    /// callback did not wait for us and nothing may be read: a running
+    /// callback frees the page table after it returns, a finished one left
+    /// it to us (dead). Returns false if
+    /// the memory was freed meanwhile (no longer GPU memory: not ours). An
+    /// unusable page table is unpinned at once: a version this module
+    /// cannot read is "not ours" (`Err`), anything else is refused at the
+    /// core's get_pages. An unpin that fails makes it "not ours" too
+    /// ([`Registration::give_up_refused_pin`]).
+    #[inline(always)]
+    fn keep_acquired_pin(
+        &self,
+        page_table: PageTable<Self>,
+    ) -> core::result::Result<bool, Failure> {
+        let pinned = Pinned::new(page_table);
+        let (pinned, refused, ours) = {
+            let mut st = self.state.lock();
+            match st.invalidation {
+                Invalidation::None => {
+                    let checked = match pinned.layout() {
+                        Err(f) => Err((f, false)),
+                        Ok(()) => pinned.validate().map_err(|f| (f, true)),
+                    };
+                    match checked {
+                        Ok(()) => {
+                            st.in_flight = None;
+                            st.pinned = Some(pinned);
+                            st.stage = Stage::PinKept;
+                            return Ok(true);
+                        }
+                        Err((f, ours)) => {
+                            st.in_flight = Some(Op::Unpinning);
+                            (pinned, f, ours)
+                        }
+                    }
+                }
+                Invalidation::Running => {
+                    // The callback (not waiting for a pin) frees it after
+                    // it returns from the core.
+                    st.in_flight = None;
+                    st.pinned = Some(pinned);
+                    return Ok(false);
+                }
+                Invalidation::Done => {
+                    st.in_flight = None;
+                    drop(st);
+                    // SAFETY: the invalidation is `Done`: the provider called
+                    // the free callback of this page table.
+                    unsafe { pinned.free_dead() };
+                    return Ok(false);
+                }
+            }
+        };
+        match self.try_unpin_in_flight(pinned) {
+            Ok(false) => {}
+            // Freed while we unpinned it: no longer GPU memory.
+            Ok(true) => return Ok(false),
+            Err(e) => return Err(self.give_up_refused_pin(e)),
+        }
+        if !ours {
+            return Err(refused);
+        }
+        self.state.lock().stage = Stage::Refused(refused.kind);
+        Ok(true)
+    }
+
+    /// acquire's invalidating pin, refused, could not be unpinned (`e`): the
+    /// range is not ours, as NVIDIA's acquire answers, and the registration
+    /// is given up.
     /// Its pin is back in the state and the provider holds a reference
     /// (the free callback's data): marked released, the registration lives
     /// on without the core until the memory's free callback ends the pin,
     /// keeping the module loaded till then. The core never knew it: no
     /// invalidation goes to the core (no ticket).
-    fn give_up_probe(&self, e: Error) -> Failure {
+    fn give_up_refused_pin(&self, e: Error) -> Failure {
         self.state.lock().released = true;
         pr_err!(
-            "unpinning the probe of [{:#x}, {:#x}) failed ({:?}): not taking it (the core may offer it to another client); the pin ends when the memory is freed (this module stays in use until then)\n",
+            "unpinning acquire's pin of [{:#x}, {:#x}) failed ({:?}): not taking it (the core may offer it to another client); the pin ends when the memory is freed (this module stays in use until then)\n",
             self.range.start(),
             self.range.end(),
             e
         );
         Failure::new(ErrorKind::PutPages, e)
-    }
-
-    /// Pins the range the way this registration's kind does; with a free
-    /// callback, the provider gets its own reference to the registration.
-    #[inline(always)]
-    fn pin_pages(this: SlabBorrow<'_, Self>) -> Result<PageTable<Self>> {
-        match this.kind {
-            PinKind::Persistent => PageTable::pin_persistent(this.range),
-            PinKind::Invalidating => PageTable::pin_invalidating(this.range, SlabArc::from(this)),
-        }
     }
 
     /// Called when dma_map_pages returns: from now on a free
@@ -495,7 +596,7 @@ impl Registration {
     }
 
     /// Unpins `pinned`, taken out of the state by an operation in flight
-    /// marked [`Op::unpinning`] (or [`Op::Pinning`] for acquire's probe): a
+    /// marked [`Op::unpinning`] (or [`Op::Pinning`] for acquire's refused pin): a
     /// mapping left is unmapped first, then the phase becomes
     /// [`Op::Unpinning`] for the put, unless an invalidation started
     /// meanwhile (its callback waited for the unmap and frees the rest). A
@@ -590,7 +691,7 @@ impl Registration {
         }
     }
 
-    /// The core's get_pages: pins the range for real.
+    /// The core's get_pages: takes the pin acquire kept (no provider call).
     pub(crate) fn get_pages(
         this: SlabBorrow<'_, Self>,
         addr: u64,
@@ -622,79 +723,22 @@ impl Registration {
             // The core called us before our registration call returned.
             return Err(Failure::new(ErrorKind::Sequence, EAGAIN));
         }
-        {
-            let mut st = this.state.lock();
-            if st.invalidation != Invalidation::None {
-                return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
-            }
-            if st.pinned.is_some() || st.in_flight.is_some() || st.released {
-                return Err(Failure::new(ErrorKind::Sequence, EINVAL));
-            }
-            st.in_flight = Some(Op::Pinning);
-            st.core_context = core_context;
-            st.has_core_context = true;
+        let mut st = this.state.lock();
+        if st.invalidation != Invalidation::None {
+            // Freed since acquire pinned it: the callback freed the pin.
+            return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
         }
-        let page_table = match Self::pin_pages(this) {
-            Ok(page_table) => page_table,
-            Err(e) => {
-                this.state.lock().in_flight = None;
-                let kind = if e == ENOTSUPP {
-                    ErrorKind::PersistentUnsupported
-                } else {
-                    ErrorKind::GetPages
-                };
-                return Err(Failure::new(kind, e));
-            }
-        };
-        this.finish_pinning(page_table)
-    }
-
-    /// Ends get_pages once the provider pinned `page_table`, in one critical
-    /// section: unless an invalidation started while we were inside the
-    /// provider, checks the page table and keeps it. Reading it under our
-    /// lock is what a free callback waits for (it takes the lock first), so
-    /// it cannot die under us; an unusable one is unpinned, so nothing stays
-    /// pinned. If an invalidation started, that callback did not wait for
-    /// us and nothing may be read: a running callback frees the page table
-    /// after the core's invalidate, a finished one left it to us (dead).
-    #[inline(always)]
-    fn finish_pinning(&self, page_table: PageTable<Self>) -> core::result::Result<(), Failure> {
-        let pinned = Pinned::new(page_table);
-        let (refused, dead) = {
-            let mut st = self.state.lock();
-            match st.invalidation {
-                Invalidation::None => match pinned.validate() {
-                    Ok(()) => {
-                        st.in_flight = None;
-                        st.pinned = Some(pinned);
-                        return Ok(());
-                    }
-                    Err(f) => {
-                        st.in_flight = Some(Op::Unpinning);
-                        (Some((pinned, f)), None)
-                    }
-                },
-                Invalidation::Running => {
-                    st.in_flight = None;
-                    st.pinned = Some(pinned);
-                    (None, None)
-                }
-                Invalidation::Done => {
-                    st.in_flight = None;
-                    (None, Some(pinned))
-                }
-            }
-        };
-        if let Some((pinned, f)) = refused {
-            self.unpin_in_flight(pinned);
-            return Err(f);
+        match st.stage {
+            Stage::PinKept if st.in_flight.is_none() && !st.released => {}
+            // Said when acquire checked the pin; unpinned then.
+            Stage::Refused(kind) => return Err(Failure::new(kind, EINVAL)),
+            _ => return Err(Failure::new(ErrorKind::Sequence, EINVAL)),
         }
-        if let Some(pinned) = dead {
-            // SAFETY: the invalidation is `Done`: the provider called the free
-            // callback of this page table.
-            unsafe { pinned.free_dead() };
-        }
-        Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT))
+        // The pin acquire kept becomes the core's; from now on a free
+        // callback invalidates through the core with this ticket.
+        st.stage = Stage::GotPages;
+        st.core_context = core_context;
+        Ok(())
     }
 
     /// The core's dma_map: maps for the HCA and fills `sg_head` (left
@@ -728,6 +772,7 @@ impl Registration {
                 return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
             }
             if st.in_flight.is_some()
+                || st.stage != Stage::GotPages
                 || st.sg.is_some()
                 // (a match: `map_or(true, ..)` and its replacement
                 // `is_none_or` each fail clippy on one of our kernels' MSRVs)
@@ -809,6 +854,11 @@ impl Registration {
         }
         if st.in_flight.is_some() {
             STATS.error(ErrorKind::Sequence);
+            return None;
+        }
+        if st.stage == Stage::PinKept {
+            // Before the core's get_pages took acquire's pin: nothing of
+            // the core's to unmap or unpin (release unpins it).
             return None;
         }
         let pinned = st.pinned.take()?;
@@ -895,42 +945,76 @@ impl Registration {
     #[inline(always)]
     fn invalidate(&self) {
         stats::inc(&STATS.invalidations);
-        let ticket = {
+        let mut taken = None;
+        let took = {
             let mut st = self.state.lock();
             if st.invalidation != Invalidation::None {
                 return;
             }
-            st.invalidation = Invalidation::Running;
-            // Only a live registration known to the core is invalidated: not
-            // the probe of acquire, not one the core is tearing down or
-            // still setting up on another thread (that thread sees the
-            // invalidation and fails or skips).
-            if st.in_flight.is_none() && st.pinned.is_some() && !st.released {
-                st.core_context()
+            if st.in_flight.is_none() {
+                // Nobody holds the pages outside the lock or reads them,
+                // and from now on nobody will: every call sees the
+                // invalidation and leaves them alone. So they are the
+                // callback's now, and the invalidation as good as done
+                // (one critical section, issue 35); they are freed once
+                // the core's invalidate returned. Only a live registration
+                // known to the core is invalidated through it: not
+                // acquire's pin before the core's get_pages took it (no
+                // ticket yet), not one the core released.
+                st.invalidation = Invalidation::Done;
+                let ticket = match st.pinned {
+                    Some(_) if !st.released => st.core_context(),
+                    _ => None,
+                };
+                taken = st.pinned.take();
+                Some(ticket)
             } else {
+                // A thread holds the resources (the core tearing down or
+                // still setting up, on another thread: it sees the
+                // invalidation and fails or skips), or reads them: no
+                // invalidation through the core, and the end waits for
+                // the readers.
+                st.invalidation = Invalidation::Running;
                 None
             }
         };
-        if let Some(ticket) = ticket {
-            stats::inc(&STATS.core_invalidations);
-            if let Err(e) = INVALIDATION.invalidate(ticket) {
-                STATS.error(ErrorKind::Invalidate);
-                pr_err!(
-                    "registration {}: the core's invalidate failed ({:?})\n",
-                    self.id,
-                    e
-                );
+        match took {
+            Some(ticket) => {
+                if let Some(ticket) = ticket {
+                    self.invalidate_core(ticket);
+                }
+                if let Some(pinned) = taken {
+                    // SAFETY: we are the page table's free callback.
+                    unsafe { pinned.free_dead() };
+                }
             }
-        }
-        let pinned = self.end_invalidation();
-        if let Some(pinned) = pinned {
-            // SAFETY: we are the page table's free callback.
-            unsafe { pinned.free_dead() };
+            None => {
+                if let Some(pinned) = self.end_invalidation() {
+                    // SAFETY: we are the page table's free callback.
+                    unsafe { pinned.free_dead() };
+                }
+            }
         }
     }
 
-    /// From the free callback, once the core's invalidate returned: marks
-    /// the invalidation done and takes what is left pinned, in the same
+    /// Invalidates through the core (the free callback, `ticket` from
+    /// get_pages).
+    #[inline(always)]
+    fn invalidate_core(&self, ticket: u64) {
+        stats::inc(&STATS.core_invalidations);
+        if let Err(e) = INVALIDATION.invalidate(ticket) {
+            STATS.error(ErrorKind::Invalidate);
+            pr_err!(
+                "registration {}: the core's invalidate failed ({:?})\n",
+                self.id,
+                e
+            );
+        }
+    }
+
+    /// From a free callback that found a thread holding the resources (or
+    /// reading them), once the core's invalidate returned: marks the
+    /// invalidation done and takes what is left pinned, in the same
     /// critical section that finds no other thread reading the page table
     /// or its mapping. Those readers are waited for: a dma_unmap started
     /// before the callback (the core deregistering, or put_pages/release
@@ -942,7 +1026,9 @@ impl Registration {
     /// callback runs under (see [`Op::reads_provider_objects`]). The wait
     /// sleeps until the reader, ending, wakes it ([`Self::finish_in_flight`]):
     /// the driver lock it holds stalls every GPU call of the node meanwhile.
-    #[inline(always)]
+    /// Out of line: the common callback takes the pages in its first look.
+    #[cold]
+    #[inline(never)]
     fn end_invalidation(&self) -> Option<Pinned> {
         let mut waited = false;
         let mut taken = None;
@@ -1013,6 +1099,8 @@ impl Registration {
 impl FreeCallback for Registration {
     type Data = SlabArc<Registration>;
 
+    // Into the callback's adapter: one function on the provider's call.
+    #[inline(always)]
     fn on_free(this: SlabBorrow<'_, Registration>) {
         this.invalidate();
     }

@@ -98,10 +98,9 @@ pub(crate) struct Stats {
     pub(crate) declined: AtomicU64,
     /// Registrations released by the core.
     pub(crate) released: AtomicU64,
-    /// GPU pages pinned through the P2P API right now.
+    /// GPU pages pinned through the P2P API right now (debugfs says the
+    /// bytes too: 64 KiB each).
     pub(crate) pinned_pages: AtomicU64,
-    /// Bytes pinned through the P2P API right now.
-    pub(crate) pinned_bytes: AtomicU64,
     /// DMA mappings alive right now.
     pub(crate) mappings: AtomicU64,
     /// Free callbacks received (invalidations).
@@ -135,7 +134,6 @@ impl Stats {
             declined: AtomicU64::new(0),
             released: AtomicU64::new(0),
             pinned_pages: AtomicU64::new(0),
-            pinned_bytes: AtomicU64::new(0),
             mappings: AtomicU64::new(0),
             invalidations: AtomicU64::new(0),
             core_invalidations: AtomicU64::new(0),

@@ -1,17 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Persistent pins of acquire probes that could not be unpinned.
+//! Persistent pins of acquire that it refused and could not unpin.
 //!
-//! acquire learns whether a range is GPU memory by pinning and unpinning it.
-//! When that unpin fails, the answer is "not mine", as NVIDIA's acquire
-//! answers, so no registration exists whose release could retry it. A
-//! persistent pin has no free callback: nothing but a put ends it (NVIDIA's
-//! module forgets it, and the driver keeps the memory pinned). It is kept
-//! here instead, still counted in debugfs `pinned_bytes`, and unpinned again
-//! when the module unloads; if that fails too, it is left to the driver with
-//! one line. (An invalidating probe stays with its registration, whose free
-//! callback owns it: the memory's free ends that pin, see
-//! `Registration::acquire`.)
+//! acquire pins, and unpins at once a pin it cannot use (a page table
+//! version, page size or page count this module does not take). When that
+//! unpin fails, the answer is "not mine", as NVIDIA's acquire answers when
+//! its probe's unpin fails, so no registration exists whose release could
+//! retry it. A persistent pin has no free callback: nothing but a put ends
+//! it (NVIDIA's module forgets it, and the driver keeps the memory pinned).
+//! It is kept here instead, still counted in debugfs `pinned_pages`, and
+//! unpinned again when the module unloads; if that fails too, it is left to
+//! the driver with one line. (An invalidating pin stays with its
+//! registration, whose free callback owns it: the memory's free ends that
+//! pin, see `Registration::acquire`.)
 //!
 //! A lock-free stack: [`keep`] pushes from acquire, [`drain`] takes it whole.
 
@@ -42,7 +43,7 @@ pub(crate) fn keep(page_table: PageTable<Registration>) {
     let range = page_table.range();
     let Ok(slot) = KBox::<Node>::new_uninit(GFP_KERNEL) else {
         pr_err!(
-            "[{:#x}, {:#x}): no memory to keep the probe's pin: left pinned in the driver\n",
+            "[{:#x}, {:#x}): no memory to keep acquire's pin: left pinned in the driver\n",
             range.start(),
             range.end()
         );
@@ -85,7 +86,7 @@ pub(crate) fn drain() {
             Err((page_table, e)) => {
                 STATS.error(ErrorKind::PutPages);
                 pr_err!(
-                    "[{:#x}, {:#x}): unpinning the acquire probe failed again ({:?}): left pinned in the driver\n",
+                    "[{:#x}, {:#x}): unpinning acquire's pin failed again ({:?}): left pinned in the driver\n",
                     range.start(),
                     range.end(),
                     e

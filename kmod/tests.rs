@@ -410,13 +410,18 @@ fn lifecycle(table: &'static ClientTable, invalidating: bool) {
     let mr = CoreMr::acquire(table, MR_ADDR, MR_SIZE);
     check!(mr.is_some());
     let Some(mut mr) = mr else { return };
-    // The probe pinned and unpinned; the registration holds the module.
-    check_eq!(mock::live(), (0, 0));
+    // acquire pinned once and kept the pin for get_pages (issue 35); the
+    // registration holds the module.
+    check_eq!(mock::live(), (1, 0));
+    check_eq!(mock::calls().get_pages, 1);
+    check_eq!(mock::calls().put_pages, 0);
     check_eq!(registry::count(), 1);
     check_eq!(module_refs(), refs + 1);
 
+    // get_pages takes acquire's pin: no provider call.
     check_eq!(mr.get_pages(MR_ADDR, MR_SIZE, 7), 0);
     check_eq!(mock::live(), (1, 0));
+    check_eq!(mock::calls().get_pages, 1);
     let (rc, nmap) = mr.dma_map(dev.0);
     check_eq!(rc, 0);
     check_eq!(nmap as u64, MR_PAGES);
@@ -494,7 +499,7 @@ fn refusals_release_everything() {
     let einval = -(bindings::EINVAL as c_int);
     // A page table version this module cannot read: decided at acquire,
     // "not mine" (the core may offer the range to another client), the
-    // probe unpinned; not a registration the core commits to us and that
+    // pin unpinned; not a registration the core commits to us and that
     // get_pages then refuses (issue 31).
     for pt_version in [0x0003_0000, 0x0001_0001, 0x0000_0002] {
         for probing in [table, &client::NV_MEM_PERSISTENT] {
@@ -512,21 +517,27 @@ fn refusals_release_everything() {
             check_eq!(module_refs(), refs);
         }
     }
-    // 4 KiB and 128 KiB GPU pages: refused at get_pages, as NVIDIA's
-    // dma_map does.
+    // 4 KiB and 128 KiB GPU pages: acquire unpins at once, get_pages
+    // refuses (as NVIDIA's dma_map does), for both kinds.
     for (page_size, pt_version) in [
         (0, sys::NVIDIA_P2P_PAGE_TABLE_VERSION),
         (2, sys::NVIDIA_P2P_PAGE_TABLE_VERSION),
     ] {
-        mock::reset(1 << 20);
-        mock::set_format(page_size, pt_version, sys::NVIDIA_P2P_DMA_MAPPING_VERSION);
-        let Some(mut mr) = CoreMr::acquire(table, MR_ADDR, MR_SIZE) else {
-            check!(false);
-            return;
-        };
-        check_eq!(mr.get_pages(MR_ADDR, MR_SIZE, 1), einval);
-        check_eq!(mock::live(), (0, 0));
-        mr.release();
+        for kind in [table, &client::NV_MEM_PERSISTENT] {
+            mock::reset(1 << 20);
+            mock::set_format(page_size, pt_version, sys::NVIDIA_P2P_DMA_MAPPING_VERSION);
+            let errors = STATS.errors(ErrorKind::PageSize);
+            let Some(mut mr) = CoreMr::acquire(kind, MR_ADDR, MR_SIZE) else {
+                check!(false);
+                return;
+            };
+            check_eq!(mock::live(), (0, 0));
+            check_eq!(mr.get_pages(MR_ADDR, MR_SIZE, 1), einval);
+            check_eq!(STATS.errors(ErrorKind::PageSize), errors + 1);
+            check_eq!(mock::calls().get_pages, 1);
+            check_eq!(mock::live(), (0, 0));
+            mr.release();
+        }
     }
     // A newer minor version is fine.
     mock::reset(1 << 20);
@@ -551,7 +562,7 @@ fn refusals_release_everything() {
         check_eq!(mock::live(), (0, 0));
         mr.release();
     }
-    // Provider failures: dma_map, get_pages after a good probe.
+    // Provider failures: dma_map, and acquire's pin (simply not ours).
     mock::reset(1 << 20);
     let Some(mut mr) = pinned_mr(table) else {
         return;
@@ -564,16 +575,34 @@ fn refusals_release_everything() {
     mr.put_pages();
     mr.release();
     mock::reset(1 << 20);
-    mock::fail_once(FailOp::GetPages(2), -(bindings::ENOMEM as c_int));
-    if let Some(mut mr) = CoreMr::acquire(table, MR_ADDR, MR_SIZE) {
-        check_eq!(
-            mr.get_pages(MR_ADDR, MR_SIZE, 1),
-            -(bindings::ENOMEM as c_int)
-        );
-        check_eq!(mock::live(), (0, 0));
-        mr.release();
-    } else {
+    mock::fail_once(FailOp::GetPages(1), -(bindings::ENOMEM as c_int));
+    if let Some(mr) = CoreMr::acquire(table, MR_ADDR, MR_SIZE) {
         check!(false);
+        mr.release();
+    }
+    check_eq!(mock::live(), (0, 0));
+    // The core's get_pages twice, or dma_unmap/put_pages before it: the
+    // pin stays acquire's until release unpins it.
+    mock::reset(1 << 20);
+    if let Some(mut mr) = CoreMr::acquire(table, MR_ADDR, MR_SIZE) {
+        mr.put_pages();
+        check_eq!(mock::live(), (1, 0));
+        check_eq!(mr.dma_map(dev.0).0, einval);
+        check_eq!(mr.get_pages(MR_ADDR, MR_SIZE, 1), 0);
+        check_eq!(mr.get_pages(MR_ADDR, MR_SIZE, 1), einval);
+        check_eq!(mock::live(), (1, 0));
+        mr.release();
+        check_eq!(mock::live(), (0, 0));
+    }
+    // Released without get_pages (the core failed in between): release
+    // unpins acquire's pin.
+    for kind in [table, &client::NV_MEM_PERSISTENT] {
+        mock::reset(1 << 20);
+        if let Some(mr) = CoreMr::acquire(kind, MR_ADDR, MR_SIZE) {
+            check_eq!(mock::live(), (1, 0));
+            mr.release();
+        }
+        check_eq!(mock::live(), (0, 0));
     }
     // get_pages for another range than acquired is refused.
     mock::reset(1 << 20);
@@ -663,13 +692,14 @@ fn failed_unpin_is_retried_at_release() {
     }
 }
 
-/// The acquire probe pins and unpins; when its unpin fails, the range is
-/// not ours ("not mine", as NVIDIA's acquire answers), and the registration
-/// is not committed to the core only for every get_pages to fail. The
-/// probe's pin is not lost: an invalidating one ends with its free
-/// callback, which owns it (the memory's cudaFree); a persistent one is
-/// kept and unpinned again at unload (the loaded module's `Stash`).
-fn probe_unpin_failure_is_not_mine() {
+/// acquire unpins a pin it refuses (4 KiB GPU pages here) at once; when
+/// that unpin fails, the range is not ours ("not mine", as NVIDIA's acquire
+/// answers), and the registration is not committed to the core only for
+/// its get_pages to fail. The pin is not lost: an invalidating one ends
+/// with its free callback, which owns it (the memory's cudaFree); a
+/// persistent one is kept and unpinned again at unload (the loaded
+/// module's `Stash`).
+fn refused_pin_unpin_failure_is_not_mine() {
     use crate::stats::{self, ErrorKind, STATS};
     for (table, invalidating) in [
         (&client::NV_MEM_INVALIDATING_EX, true),
@@ -682,6 +712,11 @@ fn probe_unpin_failure_is_not_mine() {
         };
         let declined = stats::get(&STATS.declined);
         let errors = STATS.errors(ErrorKind::PutPages);
+        mock::set_format(
+            0,
+            sys::NVIDIA_P2P_PAGE_TABLE_VERSION,
+            sys::NVIDIA_P2P_DMA_MAPPING_VERSION,
+        );
         mock::fail_once(FailOp::PutPages, -(bindings::EIO as c_int));
         if let Some(mr) = CoreMr::acquire(table, MR_ADDR, MR_SIZE) {
             check!(false);
@@ -781,20 +816,20 @@ fn freed_while_pinning() {
         check!(false);
         return;
     };
-    // The memory dies right after the pin, before get_pages returns.
-    mock::set_fire_on_pin(true);
+    // The memory dies between acquire and get_pages: the callback frees
+    // acquire's pin, get_pages fails.
+    check_eq!(mock::cuda_free(), 1);
+    check_eq!(mock::live(), (0, 0));
     check_eq!(
         mr.get_pages(MR_ADDR, MR_SIZE, 3),
         -(bindings::EFAULT as c_int)
     );
-    mock::set_fire_on_pin(false);
-    check_eq!(mock::live(), (0, 0));
     // Not a registration the core knew: no invalidation through the core.
     check_eq!(mock::calls().invalidate, 0);
     mr.put_pages();
     mr.release();
     check_eq!(module_refs(), refs);
-    // Freed while acquire probed it: not ours.
+    // Freed while acquire pinned it: not ours.
     mock::reset(1 << 20);
     mock::set_fire_on_pin(true);
     check!(CoreMr::acquire(table, MR_ADDR, MR_SIZE).is_none());
@@ -1069,7 +1104,7 @@ kunit_suite!(
         acquire_declines_non_gpu_memory,
         refusals_release_everything,
         failed_unpin_is_retried_at_release,
-        probe_unpin_failure_is_not_mine,
+        refused_pin_unpin_failure_is_not_mine,
         invalidation_with_invalidate_unmaps,
         invalidation_core_calls_back_inside,
         release_during_invalidation,

@@ -3,10 +3,11 @@
 # Every refusal says why and leaves nothing pinned or mapped: GPU page sizes
 # other than 64 KiB, incompatible page-table and mapping versions, and
 # provider/core failures at each step; a failed unpin is retried at release.
+# acquire pins once and its pin is the one get_pages takes (issue 35).
 # Decided at acquire ("not mine", as NVIDIA's acquire answers, issue 31): a
-# page table version this module cannot read, and an acquire probe whose
-# unpin fails (its pin is not lost). The MIG/vGPU warning is said once a
-# load, every refusal counted.
+# page table version this module cannot read, a pin that fails, and a
+# refused pin whose unpin fails (the pin is not lost). The MIG/vGPU warning
+# is said once a load, every refusal counted.
 . /scenarios/lib.sh
 . /scenarios/module_lib.sh
 
@@ -62,9 +63,33 @@ sim config map_version=0x00020002
 refuse_reg "mapping minor 2" "DMA mapping version 0x00020002 is incompatible"
 sim fault dma_map_pages 1 EIO
 refuse_reg "dma_map_pages fails" "dma_map of .* failed"
-# The first get_pages is acquire's probe, the second the real pin.
-sim fault $get_op 2 ENOMEM
-refuse_reg "$get_op fails after acquire" "get_pages of .* failed"
+# The pin fails: not ours. With persistent_api_support=0 the core then
+# offers the range to nv_mem_nc, whose persistent pin works.
+if [ "$persistent_api_support" = 0 ]; then
+	sim gpu-alloc 128K
+	va=$(kv va "$out")
+	sim fault get_pages 1 ENOMEM
+	sim mr-reg "$va" 128K
+	mr=$(kv mr "$out")
+	[ "$(kv client "$out")" = nv_mem_nc ] ||
+		fail "get_pages fails at acquire: the MR went to $(kv client "$out"), want nv_mem_nc after nv_mem said not mine"
+	sim mr-dereg "$mr"
+	sim fault-clear
+	sim gpu-free "$va"
+	no_leaks "get_pages fails at acquire"
+else
+	sim fault get_pages_persistent 1 ENOMEM
+	refuse_reg "$get_op fails at acquire" ""
+fi
+# The core fails between acquire and get_pages (the invalidating client's
+# ticket): release unpins acquire's pin.
+if [ "$persistent_api_support" = 0 ]; then
+	acquired=$(pm_stat acquired)
+	sim fault ticket_alloc 1 ENOMEM
+	refuse_reg "the core's ticket allocation fails" ""
+	[ "$(pm_stat acquired)" -gt "$acquired" ] ||
+		fail "the core's ticket allocation fails: acquire never said mine"
+fi
 sim fault sg_alloc 1 ENOMEM
 refuse_reg "the core's SG allocation fails" ""
 sim fault acquire_alloc 1 ENOMEM
@@ -94,38 +119,32 @@ dmesg | grep -q "nvidia_peermem_rs: .*unpinning .* failed" || fail "failed unpin
 no_leaks "unpin retried at release"
 sim gpu-free "$va"
 
-# The acquire probe's unpin fails: not ours (NVIDIA's acquire answers so),
-# not a registration committed to us whose every get_pages then fails. With
-# persistent_api_support=0 the core then offers the range to nv_mem_nc. The
-# probe's pin is not lost: an invalidating one ends with its free callback
-# (cudaFree), a persistent one is unpinned again at unload at the latest.
+# acquire refuses its pin (4 KiB GPU pages) and the unpin fails: not ours
+# (NVIDIA's acquire answers so), not a registration committed to us whose
+# get_pages then fails. With persistent_api_support=0 the core then offers
+# the range to nv_mem_nc, which refuses the page size too. The pin is not
+# lost: an invalidating one ends with its free callback (cudaFree), a
+# persistent one is unpinned again at unload at the latest.
 dmesg -c >/dev/null
+sim config page_size=4k
 sim gpu-alloc 128K
 va=$(kv va "$out")
 acquired=$(pm_stat acquired)
-if [ "$persistent_api_support" = 0 ]; then
-	sim fault put_pages 1 EIO
-	sim mr-reg "$va" 128K
-	mr=$(kv mr "$out")
-	[ "$(kv client "$out")" = nv_mem_nc ] ||
-		fail "probe unpin failed: the MR went to $(kv client "$out"), want nv_mem_nc after nv_mem said not mine"
-	sim mr-dereg "$mr"
-else
-	sim fault put_pages_persistent 1 EIO
-	if _out=$(simtest mr-reg "$va" 128K); then
-		fail "probe unpin failed: MR registered: $_out"
-	fi
+sim fault $put_op 1 EIO
+if _out=$(simtest mr-reg "$va" 128K); then
+	fail "refused pin's unpin failed: MR registered: $_out"
+fi
+if [ "$persistent_api_support" = 1 ]; then
 	[ "$(pm_stat acquired)" = "$acquired" ] ||
-		fail "probe unpin failed: acquire said mine: $(dmesg | grep nvidia_peermem_rs)"
+		fail "refused pin's unpin failed: acquire said mine: $(dmesg | grep nvidia_peermem_rs)"
 fi
 sim fault-clear
-dmesg | grep -q "nvidia_peermem_rs: .*get_pages of .* failed" &&
-	fail "probe unpin failed: a get_pages was refused: $(dmesg | grep nvidia_peermem_rs)"
-dmesg | grep -q "nvidia_peermem_rs: .*probe .* failed" ||
-	fail "probe unpin failed: not reported: $(dmesg | grep nvidia_peermem_rs)"
+sim config
+dmesg | grep -q "nvidia_peermem_rs: .*unpinning acquire's pin .* failed" ||
+	fail "refused pin's unpin failed: not reported: $(dmesg | grep nvidia_peermem_rs)"
 sim gpu-free "$va"
 unload nvidia_peermem_rs
-no_leaks "probe unpin failed"
+no_leaks "refused pin's unpin failed"
 load_module
 
 # The persistent API unsupported (MIG, vGPU): the persistent client says so,

@@ -5,8 +5,8 @@
 #                 [calls=dma_unmap_pages[+put_pages...]]
 # For each operation (the fixtures' fault names) and errno (EINVAL, ENOTSUPP,
 # ENOMEM, EIO), the first call fails once (and with pers=0 also the second,
-# with EIO, where the operation is called twice: acquire's probe, then the
-# registration), inside one registration life cycle:
+# with EIO, where the operation is called twice in a life cycle), inside one
+# registration life cycle:
 #   cycle "reg":  alloc, sentinel, mr-reg (unaligned), HCA DMA + verify,
 #                 mr-dereg, cudaFree
 #   cycle "free": alloc, mr-reg, cudaFree (free callback), mr-dereg
@@ -38,12 +38,12 @@ if [ -n "$rel_arg_errnos" ]; then
 	[ -n "$_e" ] || fail "errnos=$rel_arg_errnos: not among $ERRNOS"
 	ERRNOS=$_e
 fi
-OPS="get_pages get_pages_persistent dma_map_pages acquire_alloc sg_alloc dma_unmap_pages put_pages"
+OPS="get_pages get_pages_persistent dma_map_pages acquire_alloc ticket_alloc sg_alloc dma_unmap_pages put_pages"
 RESIDUE_OPS="put_pages_persistent free_page_table free_dma_mapping"
 if [ "$pers" = 1 ]; then
 	MUST_REACH="get_pages_persistent put_pages_persistent dma_map_pages dma_unmap_pages acquire_alloc sg_alloc"
 else
-	MUST_REACH="get_pages put_pages dma_map_pages dma_unmap_pages free_page_table free_dma_mapping acquire_alloc sg_alloc"
+	MUST_REACH="get_pages put_pages dma_map_pages dma_unmap_pages free_page_table free_dma_mapping acquire_alloc ticket_alloc sg_alloc"
 fi
 if [ -n "$rel_arg_calls" ]; then
 	_calls=$(echo "$rel_arg_calls" | tr '+' ' ')
@@ -128,8 +128,8 @@ for op in $OPS $RESIDUE_OPS; do
 			fired_any=1
 			REL_FAULTS=$((REL_FAULTS + fired))
 			in_list "$op" "$reached" || reached="$reached $op"
-			# Any operation may fail a registration (acquire probes with
-			# get_pages + put_pages): then with an errno. A registration
+			# Any operation may fail a registration (acquire pins with
+			# get_pages, and may unpin): then with an errno. A registration
 			# that succeeded absorbed the fault (a teardown operation's
 			# failure, or a retry).
 			if [ "$reg_rc" = 0 ]; then

@@ -348,7 +348,9 @@ mark
 # window counter did not move: the cudaFree landed outside the window).
 #   get_pages  inside the client's get_pages, the pin made and its callback
 #              armed (provider point p2p_get_pages_done; persistent pins:
-#              p2p_get_pages), the core holding the mapping lock
+#              p2p_get_pages), the core holding the mapping lock; for ours,
+#              whose pin is acquire's (issue 35), just before the core
+#              calls get_pages (core point get_pages), the lock held too
 #   pinned     between get_pages and dma_map (core_reg_pinned)
 #   dma_map    inside the client's dma_map, in the provider before its
 #              driver lock (p2p_dma_map)
@@ -397,9 +399,15 @@ phase_race() {
 	case "$_ph" in
 	get_pages)
 		_win=free_in_get_pages
-		# the acquire's probe pins first: the second pass is get_pages
-		_count=2
-		if [ "$pers" = 1 ]; then _point=p2p_get_pages; else _point=p2p_get_pages_done; fi ;;
+		if [ "$client" = rs ]; then
+			# ours pins once, in acquire (issue 35): the core's get_pages
+			# takes that pin, and the free lands just before it
+			_point=get_pages
+		else
+			# the acquire's probe pins first: the second pass is get_pages
+			_count=2
+			if [ "$pers" = 1 ]; then _point=p2p_get_pages; else _point=p2p_get_pages_done; fi
+		fi ;;
 	pinned) _win=free_pinned _point=core_reg_pinned ;;
 	dma_map) _win=free_in_dma_map _point=p2p_dma_map ;;
 	activate) _win=free_before_activate _point=hca_mr_create ;;

@@ -20,7 +20,9 @@
 #       together from two threads, many rounds (simtest race free dereg).
 #   free_in_get_pages  cudaFree while the registration sits between acquire
 #       and get_pages ("get_pages") or inside the provider's get_pages
-#       ("p2p_get_pages").
+#       ("p2p_get_pages"). Our module pins once, in acquire, and get_pages
+#       takes that pin (issue 35): its provider get_pages is acquire's,
+#       raced in the core's acquire window (win_free_in_acquire).
 #   free_in_dma_map    cudaFree while the registration sits between
 #       get_pages and dma_map ("dma_map") or inside the provider's
 #       dma_map_pages ("p2p_dma_map").
@@ -305,10 +307,11 @@ free_during_reg() {
 	i=0
 	while [ $i -lt "$rounds" ]; do
 		for point in "$@"; do
-			case "$point" in
-			get_pages | p2p_get_pages | p2p_get_pages_done) win=win_free_in_get_pages ;;
-			dma_map) win=win_free_pinned ;;
-			p2p_dma_map | p2p_dma_map_done) win=win_free_in_dma_map ;;
+			case "$point,$client" in
+			p2p_get_pages,rs | p2p_get_pages_done,rs) win=win_free_in_acquire ;;
+			get_pages,* | p2p_get_pages,* | p2p_get_pages_done,*) win=win_free_in_get_pages ;;
+			dma_map,*) win=win_free_pinned ;;
+			p2p_dma_map,* | p2p_dma_map_done,*) win=win_free_in_dma_map ;;
 			*) fail "free_during_reg: no window for $point" ;;
 			esac
 			missed=0
@@ -327,13 +330,12 @@ free_during_reg() {
 				d0=$(ctr delays_taken)
 				bg_run reg st mr-reg $((va + 512)) 128K
 				# into the held call: the provider's get_pages points are
-				# passed twice where acquire probes with a pin first (ours
-				# and NVIDIA's; the reference client asks the sim), the
-				# others once
+				# passed twice where acquire probes with a pin first and
+				# get_pages pins again (NVIDIA's; the reference client
+				# asks the sim, ours keeps acquire's pin), the others once
 				_n=1
 				case "$point,$client" in
-				p2p_get_pages,ref | p2p_get_pages_done,ref) ;;
-				p2p_get_pages,* | p2p_get_pages_done,*) _n=2 ;;
+				p2p_get_pages,nv* | p2p_get_pages_done,nv*) _n=2 ;;
 				esac
 				await_delay "$d0" $_n || fail "$point: the registration never reached the delay ($_n)" $(figures)
 				usleep $((i * 30000))

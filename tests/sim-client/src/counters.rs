@@ -4,7 +4,7 @@
 use crate::uapi::{PsimCounters, PsimLeakCheck, PsimPhaseTimes, PSIM_PHASE_NAMES};
 
 /// Every counter of `struct psim_counters` (reserved words excluded), by name.
-pub fn counter_fields(c: &PsimCounters) -> [(&'static str, u64); 31] {
+pub fn counter_fields(c: &PsimCounters) -> [(&'static str, u64); 32] {
     [
         ("gpu_allocs_live", c.gpu_allocs_live),
         ("gpu_bytes_live", c.gpu_bytes_live),
@@ -37,6 +37,7 @@ pub fn counter_fields(c: &PsimCounters) -> [(&'static str, u64); 31] {
         ("win_free_in_dereg", c.win_free_in_dereg),
         ("win_free_reg", c.win_free_reg),
         ("win_free_dereg", c.win_free_dereg),
+        ("win_free_in_acquire", c.win_free_in_acquire),
     ]
 }
 

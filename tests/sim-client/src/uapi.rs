@@ -152,7 +152,8 @@ pub struct PsimCounters {
     // two operations in flight at the same time (counted by the second)
     pub win_free_reg: u64,
     pub win_free_dereg: u64,
-    pub reserved: u64,
+    // cudaFree inside the client's acquire (its pin, issue 35)
+    pub win_free_in_acquire: u64,
 }
 
 /// `struct psim_leak_check`: what is left (all zero = no leak).
@@ -305,7 +306,7 @@ const _: () = assert!(offset_of!(PsimCounters, clients_registered) == 64);
 const _: () = assert!(offset_of!(PsimCounters, faults_injected) == 136);
 const _: () = assert!(offset_of!(PsimCounters, win_free_in_get_pages) == 184);
 const _: () = assert!(offset_of!(PsimCounters, win_free_reg) == 232);
-const _: () = assert!(offset_of!(PsimCounters, reserved) == 248);
+const _: () = assert!(offset_of!(PsimCounters, win_free_in_acquire) == 248);
 const _: () = assert!(size_of::<PsimLeakCheck>() == 40);
 const _: () = assert!(size_of::<PsimProviderConfig>() == 24);
 const _: () = assert!(offset_of!(PsimProviderConfig, persistent_supported) == 16);
