@@ -82,13 +82,23 @@ else
 	refuse_reg "$get_op fails at acquire" ""
 fi
 # The core fails between acquire and get_pages (the invalidating client's
-# ticket): release unpins acquire's pin.
+# ticket): release unpins acquire's pin. Checked before the cudaFree, whose
+# callback would end a pin left behind.
 if [ "$persistent_api_support" = 0 ]; then
 	acquired=$(pm_stat acquired)
+	released=$(pm_stat released)
+	sim gpu-alloc 128K
+	va=$(kv va "$out")
 	sim fault ticket_alloc 1 ENOMEM
-	refuse_reg "the core's ticket allocation fails" ""
-	[ "$(pm_stat acquired)" -gt "$acquired" ] ||
-		fail "the core's ticket allocation fails: acquire never said mine"
+	if _out=$(simtest mr-reg "$va" 128K); then
+		fail "the core's ticket allocation fails: MR registered: $_out"
+	fi
+	sim fault-clear
+	[ "$(pm_stat acquired)" -gt "$acquired" ] && [ "$(pm_stat released)" -gt "$released" ] ||
+		fail "the core's ticket allocation fails: acquire did not say mine, or no release followed"
+	no_leaks "the core's ticket allocation fails (before the cudaFree)"
+	sim gpu-free "$va"
+	cases=$((cases + 1))
 fi
 sim fault sg_alloc 1 ENOMEM
 refuse_reg "the core's SG allocation fails" ""
