@@ -210,77 +210,66 @@ fn vs_nvidia(
     throughputs: &[TpRow],
     memory: &[MemRow],
 ) -> Vec<VsNvidia> {
-    let mut out = Vec::new();
-    let row = |kind, label: &str, baseline: &str, at, ratio| VsNvidia {
-        kind,
-        label: label.to_string(),
-        baseline: baseline.to_string(),
-        at,
-        ratio,
-    };
-    for c in cycles {
-        let Some(base) = nvidia_baseline(&c.label, labels) else {
-            continue;
-        };
-        if let Some(b) = cycles.iter().find(|b| b.label == base && b.size == c.size) {
-            out.push(row(
-                "cycle",
-                &c.label,
-                &base,
-                c.size,
-                c.client.median / b.client.median,
-            ));
-        }
-    }
-    for i in invalidations {
-        let Some(base) = nvidia_baseline(&i.label, labels) else {
-            continue;
-        };
-        let b = invalidations
-            .iter()
-            .find(|b| b.label == base && b.size == i.size);
-        if let Some((ours, theirs)) = b.and_then(|b| Some((i.callback?, b.callback?))) {
-            out.push(row(
-                "invalidation",
-                &i.label,
-                &base,
-                i.size,
-                ours.median / theirs.median,
-            ));
-        }
-    }
-    for t in throughputs {
-        let Some(base) = nvidia_baseline(&t.label, labels) else {
-            continue;
-        };
-        if let Some(b) = throughputs
-            .iter()
-            .find(|b| b.label == base && b.threads == t.threads)
-        {
-            out.push(row(
-                "throughput",
-                &t.label,
-                &base,
-                t.threads,
-                t.rate.median / b.rate.median,
-            ));
-        }
-    }
-    for m in memory {
-        let Some(base) = nvidia_baseline(&m.label, labels) else {
-            continue;
-        };
-        if let Some(b) = memory.iter().find(|b| b.label == base && b.size == m.size) {
-            out.push(row(
-                "memory",
-                &m.label,
-                &base,
-                m.size,
-                m.client as f64 / b.client.max(1) as f64,
-            ));
-        }
-    }
+    let mut out = ratios(
+        "cycle",
+        cycles,
+        labels,
+        |c| &c.label,
+        |c| c.size,
+        |c| Some(c.client.median),
+    );
+    out.extend(ratios(
+        "invalidation",
+        invalidations,
+        labels,
+        |i| &i.label,
+        |i| i.size,
+        |i| Some(i.callback?.median),
+    ));
+    out.extend(ratios(
+        "throughput",
+        throughputs,
+        labels,
+        |t| &t.label,
+        |t| t.threads,
+        |t| Some(t.rate.median),
+    ));
+    out.extend(ratios(
+        "memory",
+        memory,
+        labels,
+        |m| &m.label,
+        |m| m.size,
+        |m| Some(m.client.max(1) as f64),
+    ));
     out
+}
+
+/// Each row of `rows` over NVIDIA's row in its mode at the same point
+/// (`at`: size, or thread count), where both have a `value`.
+fn ratios<R>(
+    kind: &'static str,
+    rows: &[R],
+    labels: &[String],
+    label: impl Fn(&R) -> &String,
+    at: impl Fn(&R) -> u64,
+    value: impl Fn(&R) -> Option<f64>,
+) -> Vec<VsNvidia> {
+    rows.iter()
+        .filter_map(|r| {
+            let baseline = nvidia_baseline(label(r), labels)?;
+            let b = rows
+                .iter()
+                .find(|b| *label(b) == baseline && at(b) == at(r))?;
+            Some(VsNvidia {
+                kind,
+                label: label(r).clone(),
+                baseline,
+                at: at(r),
+                ratio: value(r)? / value(b)?,
+            })
+        })
+        .collect()
 }
 
 /// The parity figures of the Rust rows that have a reference row. Rows
