@@ -636,18 +636,6 @@ impl<T: FreeCallback> Pinned<T> {
         self.page_table.range()
     }
 
-    /// Whether this module reads the page table's version: see
-    /// [`PageTable::layout`].
-    #[inline(always)]
-    pub(crate) fn layout(&self) -> core::result::Result<(), Failure> {
-        self.page_table.layout().map(|_| ())
-    }
-
-    /// Checks the page table: see [`PageTable::validate`].
-    pub(crate) fn validate(&self) -> core::result::Result<(), Failure> {
-        self.page_table.validate()
-    }
-
     /// Whether a DMA mapping exists.
     pub(crate) fn is_mapped(&self) -> bool {
         self.mapping.is_some()

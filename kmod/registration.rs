@@ -173,6 +173,26 @@ enum Stage {
     GotPages,
 }
 
+/// Why acquire cannot keep its pin (it unpins it at once).
+enum Unusable {
+    /// A page table version this module cannot read: "not ours", decided
+    /// at acquire and not after the core committed the MR to us (issue 31).
+    NotOurs(Failure),
+    /// A page size or page count this module does not take: ours, and the
+    /// core's get_pages fails with it.
+    Refused(Failure),
+}
+
+impl Unusable {
+    /// Checks acquire's pin (said in the log when unusable). The page
+    /// table must be alive: persistent, or read under the state lock.
+    #[inline(always)]
+    fn check(page_table: &PageTable<Registration>) -> core::result::Result<(), Self> {
+        page_table.layout().map_err(Self::NotOurs)?;
+        page_table.validate().map_err(Self::Refused)
+    }
+}
+
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 
 /// One registration (one acquire).
@@ -414,12 +434,9 @@ impl Registration {
     fn check_persistent_pin(
         page_table: PageTable<Self>,
     ) -> core::result::Result<core::result::Result<Pinned, ErrorKind>, Failure> {
-        let refused = match page_table.layout() {
-            Err(f) => (f, false),
-            Ok(_) => match page_table.validate() {
-                Ok(()) => return Ok(Ok(Pinned::new(page_table))),
-                Err(f) => (f, true),
-            },
+        let unusable = match Unusable::check(&page_table) {
+            Ok(()) => return Ok(Ok(Pinned::new(page_table))),
+            Err(unusable) => unusable,
         };
         let range = page_table.range();
         match page_table.unpin() {
@@ -436,9 +453,9 @@ impl Registration {
                 return Err(Failure::new(ErrorKind::PutPages, e));
             }
         }
-        match refused {
-            (f, true) => Ok(Err(f.kind)),
-            (f, false) => Err(f),
+        match unusable {
+            Unusable::Refused(f) => Ok(Err(f.kind)),
+            Unusable::NotOurs(f) => Err(f),
         }
     }
 
@@ -460,33 +477,26 @@ impl Registration {
         &self,
         page_table: PageTable<Self>,
     ) -> core::result::Result<bool, Failure> {
-        let pinned = Pinned::new(page_table);
-        let (pinned, refused, ours) = {
+        let (pinned, unusable) = {
             let mut st = self.state.lock();
             match st.invalidation {
-                Invalidation::None => {
-                    let checked = match pinned.layout() {
-                        Err(f) => Err((f, false)),
-                        Ok(()) => pinned.validate().map_err(|f| (f, true)),
-                    };
-                    match checked {
-                        Ok(()) => {
-                            st.in_flight = None;
-                            st.pinned = Some(pinned);
-                            st.stage = Stage::PinKept;
-                            return Ok(true);
-                        }
-                        Err((f, ours)) => {
-                            st.in_flight = Some(Op::Unpinning);
-                            (pinned, f, ours)
-                        }
+                Invalidation::None => match Unusable::check(&page_table) {
+                    Ok(()) => {
+                        st.in_flight = None;
+                        st.pinned = Some(Pinned::new(page_table));
+                        st.stage = Stage::PinKept;
+                        return Ok(true);
                     }
-                }
+                    Err(unusable) => {
+                        st.in_flight = Some(Op::Unpinning);
+                        (Pinned::new(page_table), unusable)
+                    }
+                },
                 Invalidation::Running => {
                     // The callback (not waiting for a pin) frees it after
                     // it returns from the core.
                     st.in_flight = None;
-                    st.pinned = Some(pinned);
+                    st.pinned = Some(Pinned::new(page_table));
                     return Ok(false);
                 }
                 Invalidation::Done => {
@@ -494,7 +504,7 @@ impl Registration {
                     drop(st);
                     // SAFETY: the invalidation is `Done`: the provider called
                     // the free callback of this page table.
-                    unsafe { pinned.free_dead() };
+                    unsafe { Pinned::new(page_table).free_dead() };
                     return Ok(false);
                 }
             }
@@ -505,11 +515,13 @@ impl Registration {
             Ok(true) => return Ok(false),
             Err(e) => return Err(self.give_up_refused_pin(e)),
         }
-        if !ours {
-            return Err(refused);
+        match unusable {
+            Unusable::NotOurs(f) => Err(f),
+            Unusable::Refused(f) => {
+                self.state.lock().stage = Stage::Refused(f.kind);
+                Ok(true)
+            }
         }
-        self.state.lock().stage = Stage::Refused(refused.kind);
-        Ok(true)
     }
 
     /// acquire's invalidating pin, refused, could not be unpinned (`e`): the
