@@ -113,19 +113,25 @@ impl SeqShow for StatsFile {
         writeln!(w, "acquired {}", stats::get(&s.acquired))?;
         writeln!(w, "declined {}", stats::get(&s.declined))?;
         writeln!(w, "released {}", stats::get(&s.released))?;
-        writeln!(w, "pinned_pages {}", stats::get(&s.pinned_pages))?;
         // Every pinned page is a GPU page: one counter, not two.
+        let pinned_bytes = stats::get(&s.pinned_bytes);
         writeln!(
             w,
-            "pinned_bytes {}",
-            stats::get(&s.pinned_pages) * crate::range::GPU_PAGE_SIZE
+            "pinned_pages {}",
+            pinned_bytes >> crate::range::GPU_PAGE_SHIFT
         )?;
+        writeln!(w, "pinned_bytes {}", pinned_bytes)?;
         writeln!(w, "dma_mappings {}", stats::get(&s.mappings))?;
-        writeln!(w, "invalidations {}", stats::get(&s.invalidations))?;
+        // The calls into the core are the callbacks less those that made
+        // none (read first: a callback between the two reads shows as a
+        // call into the core until it counts itself, never as less than 0).
+        let without_core = stats::get(&s.invalidations_without_core);
+        let invalidations = stats::get(&s.invalidations);
+        writeln!(w, "invalidations {}", invalidations)?;
         writeln!(
             w,
             "core_invalidations {}",
-            stats::get(&s.core_invalidations)
+            invalidations.saturating_sub(without_core)
         )?;
         writeln!(
             w,

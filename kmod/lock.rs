@@ -24,10 +24,14 @@
 //! [`Lock`]: kernel::sync::lock::Lock
 
 #[cfg(not(pm_lock_backend_try_lock))]
-pub(crate) use direct::StateLock;
+pub(crate) use direct::{StateGuard, StateLock};
 
 #[cfg(pm_lock_backend_try_lock)]
 pub(crate) type StateLock<T> = kernel::sync::SpinLock<T>;
+
+/// A held [`StateLock`].
+#[cfg(pm_lock_backend_try_lock)]
+pub(crate) type StateGuard<'a, T> = kernel::sync::SpinLockGuard<'a, T>;
 
 /// A [`StateLock`] of `$inner`, in the lock class named `$name`.
 #[cfg(not(pm_lock_backend_try_lock))]
@@ -58,6 +62,9 @@ mod direct {
 
     /// A spinlock taken by direct calls of the kernel's lock functions.
     pub(crate) type StateLock<T> = kernel::sync::lock::Lock<T, DirectSpinLockBackend>;
+
+    /// A held [`StateLock`].
+    pub(crate) type StateGuard<'a, T> = kernel::sync::lock::Guard<'a, T, DirectSpinLockBackend>;
 
     /// The backend of [`StateLock`]: a `spinlock_t`, like the kernel crate's
     /// `SpinLockBackend`, with its lock and unlock inline in the caller.

@@ -3,8 +3,8 @@
 //! Page tables and DMA mappings of the NVIDIA P2P kernel API as owned Rust
 //! values: pinning returns a [`PageTable`], mapping a [`DmaMapping`] kept in
 //! a [`Pinned`]. Their owner releases them explicitly: [`Pinned::unmap`] and
-//! [`Pinned::unpin`] while they live, [`Pinned::free_dead`] once the
-//! provider's free callback killed them. Only the owner knows which applies
+//! [`Pinned::unpin`] while they live, [`Pinned::into_dead`] and
+//! [`DeadPages::free`] once the provider's free callback killed them. Only the owner knows which applies
 //! (the driver answers a put after the callback with 0 too, CONTRACT 2), so
 //! dropping pages pinned with a free callback calls nothing in the provider
 //! and leaves the callback's data to it: a drop after the callback cannot
@@ -231,9 +231,7 @@ impl<T: FreeCallback> PageTable<T> {
         range: GpuRange,
         callback: Option<NonNull<c_void>>,
     ) -> Self {
-        STATS
-            .pinned_pages
-            .fetch_add(u64::from(range.pages()), Ordering::Relaxed);
+        STATS.pinned_bytes.fetch_add(range.len(), Ordering::Relaxed);
         // INVARIANT: the caller pinned `range` and got `ptr`; counted above.
         Self {
             ptr,
@@ -366,35 +364,11 @@ impl<T: FreeCallback> PageTable<T> {
         })
     }
 
-    /// Releases a page table after the provider's free callback: it is no
-    /// longer pinned, only its memory is left.
-    ///
-    /// # Safety
-    ///
-    /// The provider has called the free callback of this page table.
-    #[inline(always)]
-    unsafe fn free_dead(self) {
-        let this = ManuallyDrop::new(self);
-        this.uncount();
-        // SAFETY: FFI call; the free callback for this page table has run
-        // (function's safety requirements).
-        let rc = unsafe { sys::nvidia_p2p_free_page_table(this.ptr.as_ptr()) };
-        if let Err(e) = check(rc) {
-            STATS.error(ErrorKind::Free);
-            pr_err!(
-                "nvidia_p2p_free_page_table failed ({:?}) for [{:#x}, {:#x})\n",
-                e,
-                this.range.start(),
-                this.range.end()
-            );
-        }
-    }
-
     #[inline(always)]
     fn uncount(&self) {
         STATS
-            .pinned_pages
-            .fetch_sub(u64::from(self.range.pages()), Ordering::Relaxed);
+            .pinned_bytes
+            .fetch_sub(self.range.len(), Ordering::Relaxed);
     }
 }
 
@@ -574,21 +548,6 @@ impl DmaMapping {
             Err(e) => Err((self, e)),
         }
     }
-
-    /// # Safety
-    ///
-    /// The provider has called the free callback of the mapped page table.
-    #[inline(always)]
-    unsafe fn free_dead(self) {
-        STATS.mappings.fetch_sub(1, Ordering::Relaxed);
-        // SAFETY: FFI call; the free callback of the page table has run
-        // (function's safety requirements).
-        let rc = unsafe { sys::nvidia_p2p_free_dma_mapping(self.ptr.as_ptr()) };
-        if let Err(e) = check(rc) {
-            STATS.error(ErrorKind::Free);
-            pr_err!("nvidia_p2p_free_dma_mapping failed ({:?})\n", e);
-        }
-    }
 }
 
 /// Pinned GPU memory and, once mapped, its DMA mapping. Dropping it unmaps
@@ -749,22 +708,70 @@ impl<T: FreeCallback> Pinned<T> {
         })
     }
 
-    /// Releases the mapping and the page table after the provider's free
-    /// callback for this page table: both are dead.
+    /// The pages after the provider's free callback for this page table:
+    /// no longer pinned (uncounted here), the mapping and the page table
+    /// only memory for [`DeadPages::free`] to give back.
     ///
     /// # Safety
     ///
     /// The provider has called the free callback of this page table.
     #[inline(always)]
-    pub(crate) unsafe fn free_dead(self) {
+    pub(crate) unsafe fn into_dead(self) -> DeadPages {
         let (mapping, page_table) = self.into_parts();
-        if let Some(mapping) = mapping {
-            // SAFETY: the page table's free callback ran (function's safety
-            // requirements): the mapping is dead.
-            unsafe { mapping.free_dead() };
+        page_table.uncount();
+        let page_table = ManuallyDrop::new(page_table);
+        let mapping = mapping.map(|mapping| {
+            STATS.mappings.fetch_sub(1, Ordering::Relaxed);
+            ManuallyDrop::new(mapping).ptr
+        });
+        // INVARIANT: the callback ran (function's safety requirements); both
+        // were moved out of `self`, and their `Drop` will not run.
+        DeadPages {
+            mapping,
+            page_table: page_table.ptr,
         }
-        // SAFETY: as above.
-        unsafe { page_table.free_dead() };
+    }
+}
+
+/// A page table and its mapping, if any, that the provider's free callback
+/// killed: what is left of them is memory to give back. Taken apart from
+/// [`Pinned`] (and uncounted) where the owner finds them, freed after
+/// whatever else the callback does: nothing of [`Pinned`] lives across
+/// those calls (issue 35). Dropped without [`DeadPages::free`], their memory
+/// is leaked.
+///
+/// # Invariants
+///
+/// Both came from a [`Pinned`] whose page table's free callback ran, and are
+/// owned by this value alone.
+#[must_use]
+pub(crate) struct DeadPages {
+    mapping: Option<NonNull<sys::nvidia_p2p_dma_mapping>>,
+    page_table: NonNull<sys::nvidia_p2p_page_table>,
+}
+
+// SAFETY: provider objects, usable from any thread.
+unsafe impl Send for DeadPages {}
+
+impl DeadPages {
+    /// Gives the mapping and the page table back to the provider. A provider
+    /// call that fails is given to `failed` (its name and error), which the
+    /// caller keeps out of line and makes name the registration.
+    #[inline(always)]
+    pub(crate) fn free(self, failed: impl Fn(&'static str, Error)) {
+        if let Some(mapping) = self.mapping {
+            // SAFETY: FFI call; the mapping is dead and ours alone (type
+            // invariant), and freed once (`self` is consumed).
+            let rc = unsafe { sys::nvidia_p2p_free_dma_mapping(mapping.as_ptr()) };
+            if let Err(e) = check(rc) {
+                failed("nvidia_p2p_free_dma_mapping", e);
+            }
+        }
+        // SAFETY: as above, for the page table.
+        let rc = unsafe { sys::nvidia_p2p_free_page_table(self.page_table.as_ptr()) };
+        if let Err(e) = check(rc) {
+            failed("nvidia_p2p_free_page_table", e);
+        }
     }
 }
 

@@ -38,9 +38,9 @@
 
 use crate::core_client::INVALIDATION;
 use crate::foreign::Foreign;
-use crate::lock::StateLock;
+use crate::lock::{StateGuard, StateLock};
 use crate::module_ref::ModuleRef;
-use crate::p2p::{FreeCallback, PageTable, PciDevice};
+use crate::p2p::{DeadPages, FreeCallback, PageTable, PciDevice};
 use crate::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::registry::{self, RegistryLinks};
 use crate::sg::{SgPlan, SgTable};
@@ -48,7 +48,7 @@ use crate::slab::{SlabArc, SlabBorrow};
 use crate::stats::{self, ErrorKind, Failure, STATS};
 use core::fmt;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::{bindings, ffi::c_void, prelude::*};
 
 /// Pinned pages of a registration (its free callback is the registration's).
@@ -138,21 +138,10 @@ struct State {
     pinned: Option<Pinned>,
     /// The SG table given to the core, freed at release.
     sg: Option<SgTable>,
-    /// The core's ticket, from get_pages; valid at [`Stage::GotPages`].
-    core_context: u64,
     stage: Stage,
     /// The operation holding the resources outside the lock, if any.
     in_flight: Option<Op>,
     invalidation: Invalidation,
-    /// Whether the core released the registration.
-    released: bool,
-}
-
-impl State {
-    /// The core's ticket, if get_pages gave one.
-    fn core_context(&self) -> Option<u64> {
-        (self.stage == Stage::GotPages).then_some(self.core_context)
-    }
 }
 
 /// Where a registration is between acquire and the core's get_pages.
@@ -169,8 +158,13 @@ enum Stage {
     /// does not take; said then) and was unpinned at once: the core's
     /// get_pages fails with this.
     Refused(ErrorKind),
-    /// The core's get_pages took the pin; `core_context` is its ticket.
+    /// The core's get_pages took the pin; the registration's
+    /// `core_context` is its ticket.
     GotPages,
+    /// The core released the registration, or never had it (acquire's pin
+    /// given up, [`Registration::give_up_refused_pin`]): no ticket, nothing
+    /// of the core's to invalidate.
+    Released,
 }
 
 /// Why acquire cannot keep its pin (it unpins it at once).
@@ -203,6 +197,13 @@ pub(crate) struct Registration {
     /// Links in the [`registry`]'s list.
     links: RegistryLinks,
     range: GpuRange,
+    /// The core's ticket, from its get_pages: valid once the stage (read
+    /// under the state lock) is [`Stage::GotPages`]. Written once, under
+    /// the lock, as the stage becomes that, and never again: a thread that
+    /// saw that stage reads it after dropping the lock, and the free
+    /// callback keeps nothing of its critical section across the unlock
+    /// (issue 35).
+    core_context: AtomicU64,
     /// For the log and debugfs only (wraps after 2^32 registrations).
     id: u32,
     kind: PinKind,
@@ -378,16 +379,15 @@ impl Registration {
                     State {
                         pinned,
                         sg: None,
-                        core_context: 0,
                         stage,
                         in_flight,
                         invalidation: Invalidation::None,
-                        released: false,
                     },
                     "nvidia_peermem_rs:registration"
                 ),
                 links: RegistryLinks::new(),
                 range,
+                core_context: AtomicU64::new(0),
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 kind,
             }),
@@ -504,7 +504,7 @@ impl Registration {
                     drop(st);
                     // SAFETY: the invalidation is `Done`: the provider called
                     // the free callback of this page table.
-                    unsafe { Pinned::new(page_table).free_dead() };
+                    self.free_dead(unsafe { Pinned::new(page_table).into_dead() });
                     return Ok(false);
                 }
             }
@@ -533,7 +533,7 @@ impl Registration {
     /// keeping the module loaded till then. The core never knew it: no
     /// invalidation goes to the core (no ticket).
     fn give_up_refused_pin(&self, e: Error) -> Failure {
-        self.state.lock().released = true;
+        self.state.lock().stage = Stage::Released;
         pr_err!(
             "unpinning acquire's pin of [{:#x}, {:#x}) failed ({:?}): not taking it (the core may offer it to another client); the pin ends when the memory is freed (this module stays in use until then)\n",
             self.range.start(),
@@ -601,7 +601,7 @@ impl Registration {
             HandBack::FreeDead(pinned) => {
                 // SAFETY: the invalidation is `Done`: the provider called the
                 // free callback of this page table.
-                unsafe { pinned.free_dead() }
+                self.free_dead(unsafe { pinned.into_dead() })
             }
         }
         invalidated
@@ -741,7 +741,7 @@ impl Registration {
             return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
         }
         match st.stage {
-            Stage::PinKept if st.in_flight.is_none() && !st.released => {}
+            Stage::PinKept if st.in_flight.is_none() => {}
             // Said when acquire checked the pin; unpinned then.
             Stage::Refused(kind) => return Err(Failure::new(kind, EINVAL)),
             _ => return Err(Failure::new(ErrorKind::Sequence, EINVAL)),
@@ -749,7 +749,7 @@ impl Registration {
         // The pin acquire kept becomes the core's; from now on a free
         // callback invalidates through the core with this ticket.
         st.stage = Stage::GotPages;
-        st.core_context = core_context;
+        this.core_context.store(core_context, Ordering::Relaxed);
         Ok(())
     }
 
@@ -934,7 +934,7 @@ impl Registration {
         };
         let (sg, leftover) = {
             let mut st = this.state.lock();
-            st.released = true;
+            st.stage = Stage::Released;
             let leftover = if st.invalidation == Invalidation::None && st.in_flight.is_none() {
                 st.pinned.take()
             } else {
@@ -957,55 +957,61 @@ impl Registration {
     #[inline(always)]
     fn invalidate(&self) {
         stats::inc(&STATS.invalidations);
-        let mut taken = None;
-        let took = {
-            let mut st = self.state.lock();
-            if st.invalidation != Invalidation::None {
+        let mut st = self.state.lock();
+        if st.invalidation == Invalidation::None
+            && st.in_flight.is_none()
+            && st.stage == Stage::GotPages
+        {
+            if let Some(pinned) = st.pinned.take() {
+                // The common callback: a live registration of the core's,
+                // pinned, that no thread holds or reads. Nobody will from
+                // now on: every call sees the invalidation and leaves the
+                // pages alone. So they are the callback's, and the
+                // invalidation as good as done (one critical section,
+                // issue 35); they are freed once the core's invalidate
+                // returned.
+                st.invalidation = Invalidation::Done;
+                // SAFETY: we are the page table's free callback.
+                let dead = unsafe { pinned.into_dead() };
+                drop(st);
+                self.invalidate_core(self.core_context.load(Ordering::Relaxed));
+                self.free_dead(dead);
                 return;
             }
-            if st.in_flight.is_none() {
-                // Nobody holds the pages outside the lock or reads them,
-                // and from now on nobody will: every call sees the
-                // invalidation and leaves them alone. So they are the
-                // callback's now, and the invalidation as good as done
-                // (one critical section, issue 35); they are freed once
-                // the core's invalidate returned. Only a live registration
-                // known to the core is invalidated through it: not
-                // acquire's pin before the core's get_pages took it (no
-                // ticket yet), not one the core released.
-                st.invalidation = Invalidation::Done;
-                let ticket = match st.pinned {
-                    Some(_) if !st.released => st.core_context(),
-                    _ => None,
-                };
-                taken = st.pinned.take();
-                Some(ticket)
-            } else {
-                // A thread holds the resources (the core tearing down or
-                // still setting up, on another thread: it sees the
-                // invalidation and fails or skips), or reads them: no
-                // invalidation through the core, and the end waits for
-                // the readers.
-                st.invalidation = Invalidation::Running;
-                None
+        }
+        self.invalidate_uncommon(st);
+    }
+
+    /// The rest of a free callback that found no live, idle registration of
+    /// the core's: nothing to invalidate through the core. Out of line, with
+    /// its own unlock: the common callback carries nothing across its one
+    /// (issue 35).
+    #[cold]
+    #[inline(never)]
+    fn invalidate_uncommon(&self, mut st: StateGuard<'_, State>) {
+        stats::inc(&STATS.invalidations_without_core);
+        if st.invalidation != Invalidation::None {
+            return;
+        }
+        if st.in_flight.is_none() {
+            // No ticket (acquire's pin before the core's get_pages took
+            // it, or a registration the core released), or nothing pinned
+            // (the core unpinned it): the pages, if any, are freed here.
+            st.invalidation = Invalidation::Done;
+            let taken = st.pinned.take();
+            drop(st);
+            if let Some(pinned) = taken {
+                // SAFETY: we are the page table's free callback.
+                self.free_dead(unsafe { pinned.into_dead() });
             }
-        };
-        match took {
-            Some(ticket) => {
-                if let Some(ticket) = ticket {
-                    self.invalidate_core(ticket);
-                }
-                if let Some(pinned) = taken {
-                    // SAFETY: we are the page table's free callback.
-                    unsafe { pinned.free_dead() };
-                }
-            }
-            None => {
-                if let Some(pinned) = self.end_invalidation() {
-                    // SAFETY: we are the page table's free callback.
-                    unsafe { pinned.free_dead() };
-                }
-            }
+        } else {
+            // A thread holds the resources (the core tearing down or still
+            // setting up, on another thread: it sees the invalidation and
+            // fails or skips), or reads them: no invalidation through the
+            // core, and the end waits for the readers.
+            st.invalidation = Invalidation::Running;
+            drop(st);
+            self.end_invalidation();
         }
     }
 
@@ -1013,22 +1019,48 @@ impl Registration {
     /// get_pages).
     #[inline(always)]
     fn invalidate_core(&self, ticket: u64) {
-        stats::inc(&STATS.core_invalidations);
         if let Err(e) = INVALIDATION.invalidate(ticket) {
-            STATS.error(ErrorKind::Invalidate);
-            pr_err!(
-                "registration {}: the core's invalidate failed ({:?})\n",
-                self.id,
-                e
-            );
+            self.invalidate_failed(e);
         }
     }
 
+    #[cold]
+    #[inline(never)]
+    fn invalidate_failed(&self, e: Error) {
+        STATS.error(ErrorKind::Invalidate);
+        pr_err!(
+            "registration {}: the core's invalidate failed ({:?})\n",
+            self.id,
+            e
+        );
+    }
+
+    /// Gives back the memory of pages whose free callback ran.
+    #[inline(always)]
+    fn free_dead(&self, dead: DeadPages) {
+        dead.free(|call, e| self.free_failed(call, e));
+    }
+
+    /// A provider call freeing a dead mapping or page table failed: what
+    /// is left of them is the driver's.
+    #[cold]
+    #[inline(never)]
+    fn free_failed(&self, call: &str, e: Error) {
+        STATS.error(ErrorKind::Free);
+        pr_err!(
+            "registration {} [{:#x}, {:#x}): {} failed ({:?}) after the memory was freed\n",
+            self.id,
+            self.range.start(),
+            self.range.end(),
+            call,
+            e
+        );
+    }
+
     /// From a free callback that found a thread holding the resources (or
-    /// reading them), once the core's invalidate returned: marks the
-    /// invalidation done and takes what is left pinned, in the same
-    /// critical section that finds no other thread reading the page table
-    /// or its mapping. Those readers are waited for: a dma_unmap started
+    /// reading them): marks the invalidation done and frees what is left
+    /// pinned, taken in the same critical section that finds no other
+    /// thread reading the page table or its mapping. Those readers are waited for: a dma_unmap started
     /// before the callback (the core deregistering, or put_pages/release
     /// unmapping what a failed dma_unmap left; `nvidia_p2p_dma_unmap_pages`
     /// reads both), or a dma_map reading what the provider just returned.
@@ -1041,7 +1073,7 @@ impl Registration {
     /// Out of line: the common callback takes the pages in its first look.
     #[cold]
     #[inline(never)]
-    fn end_invalidation(&self) -> Option<Pinned> {
+    fn end_invalidation(&self) {
         let mut waited = false;
         let mut taken = None;
         let look = || {
@@ -1068,7 +1100,10 @@ impl Registration {
             }
         };
         crate::wait::free_wait(look);
-        taken
+        if let Some(pinned) = taken {
+            // SAFETY: we are the page table's free callback.
+            self.free_dead(unsafe { pinned.into_dead() });
+        }
     }
 
     /// The registration's links in the [`registry`] (which guards them).

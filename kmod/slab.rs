@@ -34,12 +34,15 @@ pub(crate) const fn object_size<T: Send + Sync + 'static>() -> usize {
     size_of::<SlabObject<T>>()
 }
 
-/// The allocation: the count, the module reference, the object.
+/// The allocation: the object, then the count and the module reference.
+/// The object first: the pointer C keeps ([`SlabArc::into_raw`]) is the
+/// allocation's, so a callback addresses the object's fields and the count
+/// from the one register (issue 35: the free callback kept two).
 #[repr(C)]
 struct SlabObject<T> {
+    value: T,
     refcount: AtomicU32,
     module: ModuleRef,
-    value: T,
 }
 
 /// A counted reference to a `T` in its own allocation; the object goes with

@@ -98,15 +98,19 @@ pub(crate) struct Stats {
     pub(crate) declined: AtomicU64,
     /// Registrations released by the core.
     pub(crate) released: AtomicU64,
-    /// GPU pages pinned through the P2P API right now (debugfs says the
-    /// bytes too: 64 KiB each).
-    pub(crate) pinned_pages: AtomicU64,
+    /// Bytes of GPU memory pinned through the P2P API right now (debugfs
+    /// says the pages too: 64 KiB each). Bytes, not pages: a range's length
+    /// is what a pin and an unpin have at hand (issue 35).
+    pub(crate) pinned_bytes: AtomicU64,
     /// DMA mappings alive right now.
     pub(crate) mappings: AtomicU64,
     /// Free callbacks received (invalidations).
     pub(crate) invalidations: AtomicU64,
-    /// Calls into the core's invalidate function.
-    pub(crate) core_invalidations: AtomicU64,
+    /// Free callbacks that did not call the core's invalidate function (no
+    /// ticket, released, or the pages held by a thread): debugfs shows the
+    /// calls into the core, `invalidations` less these, so that the common
+    /// callback counts once (issue 35).
+    pub(crate) invalidations_without_core: AtomicU64,
     /// dma_unmap/put_pages calls made no-ops by an invalidation.
     pub(crate) skipped_after_invalidation: AtomicU64,
     /// dma_unmap calls that lost the race with a free callback (graceful).
@@ -133,10 +137,10 @@ impl Stats {
             acquired: AtomicU64::new(0),
             declined: AtomicU64::new(0),
             released: AtomicU64::new(0),
-            pinned_pages: AtomicU64::new(0),
+            pinned_bytes: AtomicU64::new(0),
             mappings: AtomicU64::new(0),
             invalidations: AtomicU64::new(0),
-            core_invalidations: AtomicU64::new(0),
+            invalidations_without_core: AtomicU64::new(0),
             skipped_after_invalidation: AtomicU64::new(0),
             dma_unmap_after_free: AtomicU64::new(0),
             free_waited_for_unmap: AtomicU64::new(0),

@@ -762,11 +762,24 @@ fn invalidation(mode: CoreMode) {
     check_eq!(mr.dma_map(dev.0).0, 0);
     mock::set_core(mode, &raw const table.ex().client, mr.context);
     let before = mock::calls();
+    let counter = |c: &core::sync::atomic::AtomicU64| crate::stats::get(c);
+    let s = &crate::stats::STATS;
+    let (without_core, pinned_bytes, mappings) = (
+        counter(&s.invalidations_without_core),
+        counter(&s.pinned_bytes),
+        counter(&s.mappings),
+    );
 
     check_eq!(mock::cuda_free(), 1);
     let after = mock::calls();
     check_eq!(after.invalidate, before.invalidate + 1);
     check_eq!(after.last_ticket, 42);
+    // Counted as a call into the core (debugfs: the callbacks less these),
+    // the pages and the mapping uncounted.
+    check_eq!(counter(&s.invalidations_without_core), without_core);
+    let len = GpuRange::new(MR_ADDR, MR_SIZE).map_or(0, |r| r.len());
+    check_eq!(counter(&s.pinned_bytes), pinned_bytes - len);
+    check_eq!(counter(&s.mappings), mappings - 1);
     // Unmapped and unpinned by freeing the dead objects, never by the
     // unmap/put calls (also when the core called back from inside).
     check_eq!(after.dma_unmap, before.dma_unmap);
@@ -818,7 +831,12 @@ fn freed_while_pinning() {
     };
     // The memory dies between acquire and get_pages: the callback frees
     // acquire's pin, get_pages fails.
+    let without_core = crate::stats::get(&crate::stats::STATS.invalidations_without_core);
     check_eq!(mock::cuda_free(), 1);
+    check_eq!(
+        crate::stats::get(&crate::stats::STATS.invalidations_without_core),
+        without_core + 1
+    );
     check_eq!(mock::live(), (0, 0));
     check_eq!(
         mr.get_pages(MR_ADDR, MR_SIZE, 3),
@@ -910,11 +928,17 @@ fn debugfs_lines_and_counters() {
         return;
     };
     let line = |registry_state: &str| {
-        let entries = registry::lock();
         let mut text = Text::new();
-        let ok = entries.iter().all(|r| r.describe(&mut text).is_ok());
+        // Checked once the registry's lock is dropped: a failed check
+        // allocates (KUnit's report), which must not happen under a
+        // spinlock.
+        let (ok, live) = {
+            let entries = registry::lock();
+            let ok = entries.iter().all(|r| r.describe(&mut text).is_ok());
+            (ok, entries.len())
+        };
         check!(ok);
-        check_eq!(entries.len(), 1);
+        check_eq!(live, 1);
         let range = "[0x900000000000, 0x900000050000) pages=5";
         check!(text.contains(range));
         check!(text.contains(registry_state));
