@@ -17,24 +17,19 @@
 //! `_raw_spin_lock(&l->rlock)` on every SMP kernel without `PREEMPT_RT`
 //! whose architecture does not inline its lock functions.
 //!
-//! On kernels whose lock backend has another shape (7.x: `try_lock`,
-//! `assert_is_held`, and C helpers the Rust code may inline) the kernel's
-//! own [`SpinLock`](kernel::sync::SpinLock) is used.
+//! Linux 7.x's kernel crate goes through the same helpers, and its guard
+//! asserts the lock held through one more out-of-line helper at every
+//! lock (`spin_assert_is_held`, which does nothing without lockdep). Its
+//! backend trait has two more methods (`try_lock`, `assert_is_held`: the
+//! `pm_lock_backend_try_lock` configuration); here `assert_is_held` calls
+//! that helper only on a lockdep kernel, as C's `lockdep_assert_held`
+//! compiles to nothing elsewhere.
 //!
 //! [`Lock`]: kernel::sync::lock::Lock
 
-#[cfg(not(pm_lock_backend_try_lock))]
-pub(crate) use direct::{StateGuard, StateLock};
-
-#[cfg(pm_lock_backend_try_lock)]
-pub(crate) type StateLock<T> = kernel::sync::SpinLock<T>;
-
-/// A held [`StateLock`].
-#[cfg(pm_lock_backend_try_lock)]
-pub(crate) type StateGuard<'a, T> = kernel::sync::SpinLockGuard<'a, T>;
+pub(crate) use direct::{DirectSpinLockBackend, StateGuard, StateLock};
 
 /// A [`StateLock`] of `$inner`, in the lock class named `$name`.
-#[cfg(not(pm_lock_backend_try_lock))]
 macro_rules! new_state_lock {
     ($inner:expr, $name:literal) => {
         ::kernel::sync::lock::Lock::<_, $crate::lock::DirectSpinLockBackend>::new(
@@ -45,18 +40,6 @@ macro_rules! new_state_lock {
     };
 }
 
-/// A [`StateLock`] of `$inner`, in the lock class named `$name`.
-#[cfg(pm_lock_backend_try_lock)]
-macro_rules! new_state_lock {
-    ($inner:expr, $name:literal) => {
-        ::kernel::new_spinlock!($inner, $name)
-    };
-}
-
-#[cfg(not(pm_lock_backend_try_lock))]
-pub(crate) use direct::DirectSpinLockBackend;
-
-#[cfg(not(pm_lock_backend_try_lock))]
 mod direct {
     use kernel::{bindings, ffi::c_char, sync::lock::Backend};
 
@@ -112,6 +95,28 @@ mod direct {
             unsafe {
                 bindings::spin_lock(ptr)
             }
+        }
+
+        #[cfg(pm_lock_backend_try_lock)]
+        #[inline(always)]
+        unsafe fn try_lock(ptr: *mut Self::State) -> Option<Self::GuardState> {
+            // SAFETY: the caller guarantees that `ptr` points at a spinlock
+            // initialised by `init`.
+            (unsafe { bindings::spin_trylock(ptr) } != 0).then_some(())
+        }
+
+        #[cfg(pm_lock_backend_try_lock)]
+        #[inline(always)]
+        unsafe fn assert_is_held(ptr: *mut Self::State) {
+            // `lockdep_assert_held` is empty without lockdep.
+            #[cfg(CONFIG_LOCKDEP)]
+            // SAFETY: the caller guarantees that `ptr` points at a spinlock
+            // initialised by `init`.
+            unsafe {
+                bindings::spin_assert_is_held(ptr)
+            }
+            #[cfg(not(CONFIG_LOCKDEP))]
+            let _ = ptr;
         }
 
         #[inline(always)]
