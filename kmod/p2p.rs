@@ -4,12 +4,13 @@
 //! values: pinning returns a [`PageTable`], mapping a [`DmaMapping`] kept in
 //! a [`Pinned`]. Their owner releases them explicitly: [`Pinned::unmap`] and
 //! [`Pinned::unpin`] while they live, [`Pinned::into_dead`] and
-//! [`DeadPages::free`] once the provider's free callback killed them. Only the owner knows which applies
-//! (the driver answers a put after the callback with 0 too, CONTRACT 2), so
-//! dropping pages pinned with a free callback calls nothing in the provider
-//! and leaves the callback's data to it: a drop after the callback cannot
-//! touch dead objects nor free the data twice. Persistent pins (no callback)
-//! are unmapped and unpinned when dropped.
+//! [`DeadPages::free`] once the provider's free callback killed them. Only
+//! the owner knows which applies (the driver answers a put after the
+//! callback with 0 too, CONTRACT 2), so dropping pages pinned with a free
+//! callback calls nothing in the provider and leaves the callback's data to
+//! it: a drop after the callback cannot touch dead objects nor free the data
+//! twice. Persistent pins (no callback) are unmapped and unpinned when
+//! dropped.
 //!
 //! C header: `nvidia/nv-p2p.h` (NVIDIA driver), or `ffi/include/nvidia/nv-p2p.h`.
 
