@@ -210,3 +210,50 @@ no_new_leaks() {
 dmesg_has() {
 	dmesg | grep -q -- "$1"
 }
+
+# One application in one process (simtest session): the driver keeps GPU
+# memory and the pins of nvidia_p2p_get_pages per process, so where that
+# matters an application's steps must come from one process, not a simtest
+# process each (tests/sim-client/src/bin/simtest/session.rs).
+#   app_start          starts it (one at a time), commands on fd 3,
+#                      answers on fd 4
+#   app CMD...         runs CMD in it; its output in $out; fails the
+#                      scenario unless CMD succeeded
+#   app_try CMD...     the same, its exit code in $app_rc, no failure
+#   app_exit           closes its input: it exits (its GPU memory goes
+#                      where the provider keeps memory per process)
+app_start() {
+	rm -f /tmp/app.in /tmp/app.out
+	mkfifo /tmp/app.in /tmp/app.out || fail "mkfifo for the application failed"
+	simtest session </tmp/app.in >/tmp/app.out 2>/tmp/app.err &
+	APP_PID=$!
+	exec 3>/tmp/app.in 4</tmp/app.out
+}
+
+app_try() {
+	echo "$*" >&3
+	out=
+	while IFS= read -r _al <&4; do
+		case "$_al" in
+		"end rc="*)
+			app_rc=${_al#end rc=}
+			return 0
+			;;
+		esac
+		out="$out$_al "
+	done
+	fail "the application ended during: $* ($(cat /tmp/app.err))"
+}
+
+app() {
+	app_try "$@"
+	[ "$app_rc" = 0 ] || fail "application: $* failed (rc=$app_rc): $out$(cat /tmp/app.err)"
+}
+
+app_exit() {
+	exec 3>&-
+	wait "$APP_PID"
+	_ae=$?
+	exec 4<&-
+	[ "$_ae" = 0 ] || fail "the application exited with $_ae: $(cat /tmp/app.err)"
+}

@@ -136,3 +136,48 @@ fn client_side_validation_errors() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("EINVAL"), "{}", stderr(&o));
 }
+
+/// `simtest session` with `input` on stdin, against /dev/null.
+fn session(input: &str) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_simtest"))
+        .args(["--dev", "/dev/null", "session"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run simtest session");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write commands");
+    child.wait_with_output().expect("session output")
+}
+
+#[test]
+fn session_answers_each_command_then_its_exit_code() {
+    // One process, many commands: each one's output, then `end rc=N` with
+    // the exit code it would have had alone; comments and blank lines are
+    // skipped, `exit` ends the session before the rest.
+    let o = session(
+        "# an application\n\ngpu-alloc 64K\ngpu-alloc 12Q\nfrobnicate\nstress\nexit\ngpu-alloc 64K\n",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "error=ENOTTY errno=25\nend rc=1\nend rc=2\nend rc=2\nend rc=2\n"
+    );
+    let e = stderr(&o);
+    assert!(e.contains("\"frobnicate\" is not a command a session runs"), "{e}");
+    assert!(e.contains("\"stress\" is not a command a session runs"), "{e}");
+}
+
+#[test]
+fn session_takes_no_arguments() {
+    let o = simtest(&["--dev", "/dev/null", "session", "gpu-alloc"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("takes no arguments"), "{}", stderr(&o));
+}

@@ -21,6 +21,7 @@ mod cmds;
 mod modload;
 mod race;
 mod rng;
+mod session;
 mod stress;
 
 use std::process::ExitCode;
@@ -101,6 +102,13 @@ Load:
   load-module [--fail-nth N] PATH [PARAM=VALUE ...]
                                       one finit_module(2), no init_module retry
                                       (busybox insmod retries); no device needed
+Process:
+  session                             one application in one process: reads a
+                                      command a line from stdin (any above but
+                                      stress, race, hold, bench, load-module)
+                                      and prints its output, then \"end rc=N\"
+                                      (N: the exit code it would have had);
+                                      ends at end of input or \"exit\"
 Benchmarks (tests/bench; one line BENCH-RESULT {json} of raw samples):
   bench cycle|invalidate|throughput|memory SIZE [...]  (simtest bench for details)
 
@@ -152,7 +160,7 @@ fn main() -> ExitCode {
         // Needs no control device (see modload.rs).
         return modload::run(rest);
     }
-    if !cmds::known(cmd) {
+    if !cmds::known(cmd) && cmd != "session" {
         eprintln!("simtest: unknown command {cmd:?}\n{USAGE}");
         return ExitCode::from(2);
     }
@@ -164,6 +172,13 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if cmd == "session" {
+        if !rest.is_empty() {
+            eprintln!("simtest session: takes no arguments (commands come on stdin)");
+            return ExitCode::from(2);
+        }
+        return session::run(&dev);
+    }
     let result = cmds::run(&dev, cmd, rest);
     match (result, expect) {
         (Err(Failure::Usage(Usage(m))), _) => {
