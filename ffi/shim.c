@@ -6,6 +6,7 @@
 #include <linux/debugfs.h>
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
+#include <linux/sched.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
 #include <nvidia/nv-p2p.h>
@@ -41,6 +42,11 @@ struct dentry *pm_shim_debugfs_create_file(const char *name, umode_t mode,
 					   const struct file_operations *fops)
 {
 	return debugfs_create_file(name, mode, parent, data, fops);
+}
+
+pid_t pm_shim_current_tgid(void)
+{
+	return current->tgid;
 }
 
 struct pci_dev *pm_shim_to_pci_dev(struct device *dev)

@@ -62,6 +62,12 @@ int pm_shim_p2p_unpin_persistent(u64 virtual_address,
 				 struct nvidia_p2p_page_table *page_table);
 
 /*
+ * The calling process as NVIDIA's driver tells processes apart
+ * (current->tgid): it keeps the pins of nvidia_p2p_get_pages() per process.
+ */
+pid_t pm_shim_current_tgid(void);
+
+/*
  * The free callbacks' wait queue (issue 31): a free callback that must wait
  * for a thread reading its page table sleeps until @done(@arg) returns
  * true, uninterruptibly; @done runs again after every wake-up. The caller

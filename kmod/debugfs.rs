@@ -163,6 +163,12 @@ impl SeqShow for StatsFile {
             "cpu_cacheable_page_tables {}",
             stats::get(&s.cpu_cacheable_page_tables)
         )?;
+        writeln!(w, "left_to_owner {}", stats::get(&s.left_to_owner))?;
+        writeln!(
+            w,
+            "unpins_from_other_process {}",
+            stats::get(&s.unpins_from_other_process)
+        )?;
         writeln!(
             w,
             "page_table_version {:#010x}",

@@ -133,6 +133,26 @@ impl PersistentApi {
     }
 }
 
+/// A process as the driver tells its pins apart: its thread group
+/// (`current->tgid`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Process(i32);
+
+impl Process {
+    /// The calling process.
+    #[inline(always)]
+    pub(crate) fn current() -> Self {
+        // SAFETY: FFI call without arguments, from process context.
+        Self(unsafe { sys::pm_shim_current_tgid() })
+    }
+}
+
+impl core::fmt::Display for Process {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 /// Human name of a `nvidia_p2p_page_size_type`.
 pub(crate) const fn page_size_name(page_size: u32) -> &'static str {
     match page_size {
@@ -146,17 +166,27 @@ pub(crate) const fn page_size_name(page_size: u32) -> &'static str {
 /// A range of GPU memory pinned through the P2P API, by a user whose free
 /// callback is `T`'s.
 ///
+/// The driver keeps the pins of `nvidia_p2p_get_pages` per process: its
+/// `nvidia_p2p_put_pages` looks the pin up among the calling process's pins
+/// only, and from any other process finds nothing and returns 0 without
+/// unpinning, the free callback still armed. So a pin made through that
+/// call (with a free callback, or the persistent pin of drivers before 535)
+/// is unpinned only from its `owner`, the process that pinned it
+/// ([`PageTable::unpins_here`]); the persistent calls of 535 and later go by
+/// the page table alone.
+///
 /// # Invariants
 ///
 /// `ptr` is the page table that `nvidia_p2p_get_pages` (with
 /// `free_callback::<T>` and the data `callback`, which came from
 /// `T::Data::into_foreign` and which the provider owns) or
 /// `nvidia_p2p_get_pages_persistent` (with `callback` `None`) returned for
-/// `range`, and it has been neither put nor freed. Its pages are counted in
-/// the statistics.
+/// `range` to the process `owner`, and it has been neither put nor freed.
+/// Its pages are counted in the statistics.
 pub(crate) struct PageTable<T: FreeCallback> {
     ptr: NonNull<sys::nvidia_p2p_page_table>,
     range: GpuRange,
+    owner: Process,
     callback: Option<NonNull<c_void>>,
     _callback: PhantomData<fn(T)>,
 }
@@ -233,13 +263,30 @@ impl<T: FreeCallback> PageTable<T> {
         callback: Option<NonNull<c_void>>,
     ) -> Self {
         STATS.pinned_bytes.fetch_add(range.len(), Ordering::Relaxed);
-        // INVARIANT: the caller pinned `range` and got `ptr`; counted above.
+        // INVARIANT: the caller pinned `range` and got `ptr`, in this
+        // process; counted above.
         Self {
             ptr,
             range,
+            owner: Process::current(),
             callback,
             _callback: PhantomData,
         }
+    }
+
+    /// The process that pinned.
+    pub(crate) fn owner(&self) -> Process {
+        self.owner
+    }
+
+    /// Whether the driver's put finds this pin from the calling process:
+    /// always for the persistent calls (by page table), only in the owner
+    /// for `nvidia_p2p_get_pages` pins (by process: see the type's doc).
+    #[inline(always)]
+    pub(crate) fn unpins_here(&self) -> bool {
+        let by_process = self.callback.is_some()
+            || PersistentApi::of_driver() == PersistentApi::GetPagesWithoutCallback;
+        !by_process || self.owner == Process::current()
     }
 
     fn raw(&self) -> &sys::nvidia_p2p_page_table {
@@ -335,11 +382,16 @@ impl<T: FreeCallback> PageTable<T> {
         Ok(())
     }
 
-    /// Unpins. On failure the page table is handed back, still pinned. On
-    /// success the callback data comes back as [`Unpinned`], for the caller
-    /// to say whether the free callback ran (see there).
+    /// Unpins. On failure the page table is handed back, still pinned; from
+    /// a process whose put the driver would answer with 0 without unpinning
+    /// (see [`PageTable::unpins_here`]) that is `ESRCH`, and the driver is
+    /// not called. On success the callback data comes back as [`Unpinned`],
+    /// for the caller to say whether the free callback ran (see there).
     #[inline(always)]
     pub(crate) fn unpin(self) -> core::result::Result<Unpinned<T>, (Self, Error)> {
+        if !self.unpins_here() {
+            return Err((self, ESRCH));
+        }
         let rc = match self.callback {
             // SAFETY: FFI call with the page table and address we pinned.
             Some(_) => unsafe {
@@ -357,8 +409,9 @@ impl<T: FreeCallback> PageTable<T> {
         let this = ManuallyDrop::new(self);
         this.uncount();
         // INVARIANT: the data came from `T::Data::into_foreign` and the
-        // provider calls the callback no more (the put returned 0: either
-        // it unpinned, or the callback had run); `ptr` is the page table put.
+        // provider calls the callback no more: the put, made by the pin's
+        // own process, returned 0, so either it unpinned, or the callback
+        // had run; `ptr` is the page table put.
         Ok(Unpinned {
             callback: this.callback.map(|data| (this.ptr, data)),
             _callback: PhantomData,
@@ -398,6 +451,7 @@ impl<T: FreeCallback> Drop for PageTable<T> {
         let this = PageTable::<T> {
             ptr: self.ptr,
             range: self.range,
+            owner: self.owner,
             callback: None,
             _callback: PhantomData,
         };
@@ -415,17 +469,21 @@ impl<T: FreeCallback> Drop for PageTable<T> {
 }
 
 /// What is left of a page table with a free callback that the driver
-/// answered a put of with 0: the page table and the callback data.
+/// answered a put of with 0, the put made by the process that pinned: the
+/// page table and the callback data.
 ///
 /// NVIDIA's driver (515.43.04 and later) answers `nvidia_p2p_put_pages`
-/// with 0 also when the free callback got there first: the callback
-/// unlinked the page table (`NV_ERR_OBJECT_NOT_FOUND`, mapped to success)
-/// and ran, consuming its data, and the page table is dead, to be freed
-/// with `nvidia_p2p_free_page_table` (CONTRACT 2). Only the page table's
-/// owner knows which happened, so it says: [`Unpinned::callback_never_ran`]
-/// takes the data back; [`Unpinned::callback_ran`] frees the dead page
-/// table and leaves the data to the callback. Dropping this calls nothing
-/// and takes nothing back (at worst a leak, never a second drop).
+/// with 0 also when it finds no such pin among the calling process's: the
+/// free callback got there first (it unlinked the page table and ran,
+/// consuming its data; the page table is dead, to be freed with
+/// `nvidia_p2p_free_page_table`), or the caller is another process (then
+/// nothing was unpinned and the callback is still armed: [`PageTable::unpin`]
+/// never puts from there). From the owning process only the registration's
+/// state tells the first case from an unpin, so it says:
+/// [`Unpinned::callback_never_ran`] takes the data back;
+/// [`Unpinned::callback_ran`] frees the dead page table and leaves the data
+/// to the callback. Dropping this calls nothing and takes nothing back (at
+/// worst a leak, never a second drop).
 ///
 /// # Invariants
 ///
@@ -599,6 +657,39 @@ impl<T: FreeCallback> Pinned<T> {
     /// Whether a DMA mapping exists.
     pub(crate) fn is_mapped(&self) -> bool {
         self.mapping.is_some()
+    }
+
+    /// Whether the driver's put finds these pages from the calling process
+    /// (see [`PageTable::unpins_here`]).
+    #[inline(always)]
+    pub(crate) fn unpins_here(&self) -> bool {
+        self.page_table.unpins_here()
+    }
+
+    /// The process that pinned.
+    pub(crate) fn owner(&self) -> Process {
+        self.page_table.owner()
+    }
+
+    /// Whether the pages were pinned with a free callback.
+    pub(crate) fn has_free_callback(&self) -> bool {
+        self.page_table.callback.is_some()
+    }
+
+    /// Leaves pages pinned without a free callback, and not mapped, to the
+    /// driver: for a pin another process made through `nvidia_p2p_get_pages`
+    /// (the persistent pin of drivers before 535), which the driver unpins
+    /// only for that process, when it exits. Nothing of ours stays with the
+    /// driver (no callback data), so the handle simply goes, uncounted.
+    /// Pages with a free callback, or mapped, are handed back.
+    pub(crate) fn leave_to_driver(self) -> core::result::Result<(), Self> {
+        if self.has_free_callback() || self.is_mapped() {
+            return Err(self);
+        }
+        let (_, page_table) = self.into_parts();
+        page_table.uncount();
+        core::mem::forget(page_table);
+        Ok(())
     }
 
     /// Maps the pages for `peer`: the provider call only, nothing of the

@@ -11,16 +11,22 @@ pub(crate) const GPU_PAGE_SHIFT: u32 = 16;
 pub(crate) const GPU_PAGE_SIZE: u64 = 1 << GPU_PAGE_SHIFT;
 const GPU_PAGE_MASK: u64 = GPU_PAGE_SIZE - 1;
 
-/// A non-empty range `[start, start + len)` of GPU pages.
+/// A non-empty range of `pages` GPU pages from `start`.
+///
+/// Kept as the page count, packed to 4-byte alignment: 12 bytes, not 16,
+/// in each registration and each page table handle, which keeps a
+/// registration in the 128-byte kmalloc class (see `registration`). Its
+/// fields are only ever copied out, never borrowed.
 ///
 /// # Invariants
 ///
-/// `start` and `len` are multiples of [`GPU_PAGE_SIZE`], `len > 0`,
-/// `start + len` does not overflow and `len / GPU_PAGE_SIZE` fits in `u32`.
+/// `start` is a multiple of [`GPU_PAGE_SIZE`], `pages > 0`, and
+/// `start + pages * GPU_PAGE_SIZE` does not overflow.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(C, packed(4))]
 pub(crate) struct GpuRange {
     start: u64,
-    len: u64,
+    pages: u32,
 }
 
 impl GpuRange {
@@ -36,13 +42,10 @@ impl GpuRange {
         let end = addr.checked_add(size).ok_or(ERANGE)?;
         let start = addr & !GPU_PAGE_MASK;
         let end = end.checked_add(GPU_PAGE_MASK).ok_or(ERANGE)? & !GPU_PAGE_MASK;
-        let len = end - start;
-        if len >> GPU_PAGE_SHIFT > u64::from(u32::MAX) {
-            return Err(ERANGE);
-        }
-        // INVARIANT: both ends are aligned, `end > start` since `size > 0`,
-        // `end` did not overflow, and the page count was checked.
-        Ok(Self { start, len })
+        let pages = u32::try_from((end - start) >> GPU_PAGE_SHIFT).map_err(|_| ERANGE)?;
+        // INVARIANT: both ends are aligned, `end > start` since `size > 0`
+        // (so at least one page), and `end` did not overflow.
+        Ok(Self { start, pages })
     }
 
     /// First byte of the first GPU page.
@@ -52,17 +55,16 @@ impl GpuRange {
 
     /// One past the last byte of the last GPU page.
     pub(crate) fn end(&self) -> u64 {
-        self.start + self.len
+        self.start() + self.len()
     }
 
     /// Length in bytes (a multiple of 64 KiB).
     pub(crate) fn len(&self) -> u64 {
-        self.len
+        u64::from(self.pages()) << GPU_PAGE_SHIFT
     }
 
     /// Number of GPU pages.
     pub(crate) fn pages(&self) -> u32 {
-        // The type invariant guarantees the page count fits.
-        (self.len >> GPU_PAGE_SHIFT) as u32
+        self.pages
     }
 }

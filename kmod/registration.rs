@@ -11,7 +11,11 @@
 //!   (the callback's data), given back by an unpin that put the pages
 //!   before any callback (the state says so: the driver's 0 does not) or
 //!   consumed by the callback itself, so the context outlives any
-//!   invalidation still running when the core releases it;
+//!   invalidation still running when the core releases it. The driver's
+//!   put unpins only in the process that pinned; a deregistration from any
+//!   other process leaves the pages pinned and that reference with the
+//!   provider ([`Stage::LeftToOwner`]) until the owner frees the memory or
+//!   exits, and the callback ends the registration;
 //! - the registration holds a module reference until its last reference
 //!   goes ([`crate::slab`]).
 //!
@@ -29,9 +33,16 @@
 //! waits (asleep, woken by the reader) for any thread reading them without
 //! the driver lock: a dma_unmap in flight, whichever core call it serves
 //! (put_pages and release unmap what a failed dma_unmap left before they
-//! unpin). A put_pages that returns 0 after the callback ran (the driver
-//! says 0 for a page table the callback unlinked, CONTRACT 2) leaves the
-//! callback's reference to the callback.
+//! unpin). A put_pages from the pinning process that returns 0 after the
+//! callback ran (the driver says 0 for a page table the callback unlinked)
+//! leaves the callback's reference to the callback.
+//!
+//! The driver's put does not wait for a callback either: from 515 to 530 it
+//! reads the page table on entry, before its lock, so a put racing the
+//! callback there reads a page table the driver freed once the callback
+//! returned. The callback cannot wait for that put (the put then blocks on
+//! the driver lock the callback holds): no client closes that window; ours
+//! keeps it to the instructions between our unlock and the driver's read.
 //!
 //! The live registrations are also linked into the [`registry`] (debugfs),
 //! through links inside the registration itself.
@@ -112,7 +123,11 @@ impl Op {
     /// callback returns (515 and later), and these operations read them
     /// without taking the driver lock the callback runs under. The provider
     /// calls that take that lock (get_pages, dma_map, put_pages) are not
-    /// waited for: that would deadlock.
+    /// waited for: that would deadlock, since they take the lock the
+    /// callback holds. Some of them also touch the page table outside the
+    /// lock (dma_map reads it before and writes its mapping info after; on
+    /// drivers 515 to 530 the put reads it on entry): no client can wait for
+    /// those parts, the driver's own windows.
     fn reads_provider_objects(self) -> bool {
         matches!(self, Op::Reading | Op::Unmapping)
     }
@@ -165,6 +180,13 @@ enum Stage {
     /// given up, [`Registration::give_up_refused_pin`]): no ticket, nothing
     /// of the core's to invalidate.
     Released,
+    /// The core unpinned (put_pages or release) from a process other than
+    /// the one that pinned, whose put the driver answers with 0 without
+    /// unpinning: the pages stay pinned, not mapped, with the free callback
+    /// armed, until the owner frees the memory or exits; that callback ends
+    /// the registration. Released or about to be: no ticket is used, nothing
+    /// is unpinned again.
+    LeftToOwner,
 }
 
 /// Why acquire cannot keep its pin (it unpins it at once).
@@ -666,6 +688,9 @@ impl Registration {
     /// back in the state).
     #[inline(always)]
     fn try_unpin_in_flight(&self, pinned: Pinned) -> Result<bool> {
+        if !pinned.unpins_here() {
+            return Ok(self.leave_to_owner(pinned));
+        }
         match pinned.unpin() {
             Ok(unpinned) => {
                 let callback_ran = {
@@ -674,21 +699,25 @@ impl Registration {
                     st.invalidation != Invalidation::None
                 };
                 if callback_ran {
-                    // The driver answers put_pages with 0 also when the free
-                    // callback got there first (CONTRACT 2; the callback runs
-                    // under the driver's lock, so it has finished): the
-                    // callback consumed its reference, and the page table is
-                    // dead, ours to free.
+                    // The driver answers the pinning process's put_pages with
+                    // 0 also when the free callback got there first (the
+                    // callback runs under the driver's lock, so it has
+                    // finished): the callback consumed its reference, and the
+                    // page table is dead, ours to free.
                     // SAFETY: an invalidation of this registration started,
                     // i.e. the provider called the free callback of the page
                     // table we just put (its only one with a callback).
                     unsafe { unpinned.callback_ran() };
                 } else {
-                    // SAFETY: no invalidation started before the put returned:
-                    // a free callback of this page table (its only one with a
-                    // callback) starts one, under our lock, before it can
-                    // return, and the driver runs it to the end before a put
-                    // that finds the page table unlinked returns.
+                    // SAFETY: the put was made by the process that pinned
+                    // (`unpin` puts from no other), so its 0 means it
+                    // unpinned or found the page table unlinked by the
+                    // callback; and no invalidation started before the put
+                    // returned: a free callback of this page table (its only
+                    // one with a callback) starts one, under our lock, before
+                    // it can return, and the driver runs it to the end
+                    // before a put that finds the page table unlinked
+                    // returns. So the callback never ran and no longer can.
                     unsafe { unpinned.callback_never_ran() };
                 }
                 Ok(callback_ran)
@@ -700,6 +729,81 @@ impl Registration {
                     Err(e)
                 }
             }
+        }
+    }
+
+    /// Unpinning from a process other than the one that pinned (the core
+    /// deregistering from a uverbs file another process shares, or tearing
+    /// every MR of a device down as its driver goes): the driver looks
+    /// `nvidia_p2p_get_pages` pins up among the calling process's only, so a
+    /// put from here would return 0 and unpin nothing. Nothing is called.
+    /// Pages pinned with a free callback go back to the state, left to their
+    /// owner ([`Stage::LeftToOwner`]): its cudaFree or exit calls the
+    /// callback, which ends them and the registration; till then the
+    /// provider keeps its reference, and with it the module. A persistent
+    /// pin (drivers before 535) has no callback: the driver ends it when the
+    /// owner exits, and nothing of ours stays with it. Said once a load;
+    /// debugfs counts both. Returns whether an invalidation started
+    /// meanwhile (its callback then frees the pages).
+    #[cold]
+    #[inline(never)]
+    fn leave_to_owner(&self, pinned: Pinned) -> bool {
+        let (owner, here) = (pinned.owner(), crate::p2p::Process::current());
+        let pinned = match pinned.leave_to_driver() {
+            Ok(()) => {
+                self.state.lock().in_flight = None;
+                stats::inc(&STATS.unpins_from_other_process);
+                self.said_left_to_owner(owner, here, "when it exits");
+                return false;
+            }
+            Err(pinned) => pinned,
+        };
+        let (invalidated, hand_back) = {
+            let mut st = self.state.lock();
+            st.in_flight = None;
+            match st.invalidation {
+                Invalidation::Done => (true, HandBack::FreeDead(pinned)),
+                Invalidation::Running => {
+                    st.pinned = Some(pinned);
+                    (true, HandBack::WakeCallback)
+                }
+                Invalidation::None => {
+                    st.pinned = Some(pinned);
+                    st.stage = Stage::LeftToOwner;
+                    (false, HandBack::Kept)
+                }
+            }
+        };
+        match hand_back {
+            HandBack::Kept => {
+                stats::inc(&STATS.unpins_from_other_process);
+                stats::inc(&STATS.left_to_owner);
+                self.said_left_to_owner(owner, here, "when it frees the memory or exits");
+            }
+            HandBack::WakeCallback => crate::wait::wake_free_waiters(),
+            HandBack::FreeDead(pinned) => {
+                // SAFETY: the invalidation is `Done`: the provider called the
+                // free callback of this page table.
+                self.free_dead(unsafe { pinned.into_dead() })
+            }
+        }
+        invalidated
+    }
+
+    /// Says, once a load, that pages were left to the process that pinned
+    /// them, which ends them `when`.
+    fn said_left_to_owner(&self, owner: crate::p2p::Process, here: crate::p2p::Process, when: &str) {
+        static SAID: AtomicBool = AtomicBool::new(false);
+        if !SAID.swap(true, Ordering::Relaxed) {
+            pr_warn!(
+                "registration {}: [{:#x}, {:#x}) deregistered from process {}, not from process {} that pinned it: the NVIDIA driver unpins only for that process, so the GPU memory stays pinned until that process ends the pin {}, and this module stays in use until then (said once; debugfs stats left_to_owner counts such registrations now, unpins_from_other_process in all)\n",
+                self.id,
+                self.range.start(),
+                self.range.end(),
+                here,
+                owner,
+                when
+            );
         }
     }
 
@@ -778,6 +882,19 @@ impl Registration {
         peer: Option<PciDevice>,
     ) -> core::result::Result<u32, Failure> {
         let peer = peer.ok_or(Failure::new(ErrorKind::NotPci, EINVAL))?;
+        let coalesce = crate::params::coalesce_sg();
+        // One entry a GPU page: the table is allocated before the provider
+        // call, so reading the mapping into it (the phase a free callback
+        // waits for, holding the driver lock) only stores. Coalesced, its
+        // size depends on the addresses: allocated while reading them.
+        let table = if coalesce {
+            None
+        } else {
+            Some(
+                SgTable::alloc(self.range.pages() as usize)
+                    .map_err(|e| Failure::new(ErrorKind::SgTable, e))?,
+            )
+        };
         let mut pinned = {
             let mut st = self.state.lock();
             if st.invalidation != Invalidation::None {
@@ -808,12 +925,14 @@ impl Registration {
             return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
         }
         let sg = match mapped.and_then(|()| pinned.dma_addresses()) {
-            Ok(addresses) => SgTable::build(SgPlan::new(
-                addresses,
-                GPU_PAGE_SIZE,
-                crate::params::coalesce_sg(),
-            ))
-            .map_err(|e| Failure::new(ErrorKind::SgTable, e)),
+            Ok(addresses) => {
+                let plan = SgPlan::new(addresses, GPU_PAGE_SIZE, coalesce);
+                match table {
+                    Some(table) => table.fill(plan),
+                    None => SgTable::build(plan),
+                }
+                .map_err(|e| Failure::new(ErrorKind::SgTable, e))
+            }
             Err(f) => Err(f),
         };
         let sg = match sg {
@@ -868,9 +987,10 @@ impl Registration {
             STATS.error(ErrorKind::Sequence);
             return None;
         }
-        if st.stage == Stage::PinKept {
-            // Before the core's get_pages took acquire's pin: nothing of
-            // the core's to unmap or unpin (release unpins it).
+        if matches!(st.stage, Stage::PinKept | Stage::LeftToOwner) {
+            // Before the core's get_pages took acquire's pin (release
+            // unpins it), or after the pages were left to their owner:
+            // nothing of the core's to unmap or unpin.
             return None;
         }
         let pinned = st.pinned.take()?;
@@ -934,8 +1054,15 @@ impl Registration {
         };
         let (sg, leftover) = {
             let mut st = this.state.lock();
-            st.stage = Stage::Released;
-            let leftover = if st.invalidation == Invalidation::None && st.in_flight.is_none() {
+            // Pages left to their owner stay so: its free callback ends them.
+            let left_to_owner = st.stage == Stage::LeftToOwner;
+            if !left_to_owner {
+                st.stage = Stage::Released;
+            }
+            let leftover = if st.invalidation == Invalidation::None
+                && st.in_flight.is_none()
+                && !left_to_owner
+            {
                 st.pinned.take()
             } else {
                 None
@@ -995,11 +1122,16 @@ impl Registration {
         }
         if st.in_flight.is_none() {
             // No ticket (acquire's pin before the core's get_pages took
-            // it, or a registration the core released), or nothing pinned
-            // (the core unpinned it): the pages, if any, are freed here.
+            // it, a registration the core released, or pages left to their
+            // owner), or nothing pinned (the core unpinned it): the pages,
+            // if any, are freed here.
             st.invalidation = Invalidation::Done;
             let taken = st.pinned.take();
+            let was_left_to_owner = st.stage == Stage::LeftToOwner;
             drop(st);
+            if was_left_to_owner {
+                STATS.left_to_owner.fetch_sub(1, Ordering::Relaxed);
+            }
             if let Some(pinned) = taken {
                 // SAFETY: we are the page table's free callback.
                 self.free_dead(unsafe { pinned.into_dead() });

@@ -126,6 +126,14 @@ pub(crate) struct Stats {
     pub(crate) free_wait_rechecks: AtomicU64,
     /// Page tables the driver marked CPU-cacheable (coherent platforms).
     pub(crate) cpu_cacheable_page_tables: AtomicU64,
+    /// Registrations whose pages a deregistration from another process
+    /// left pinned to the process that pinned them, right now: each ends
+    /// with that process's free callback (and holds the module till then).
+    pub(crate) left_to_owner: AtomicU64,
+    /// Unpins asked from a process other than the one that pinned, which
+    /// the driver cannot do (so far): those left to their owner and the
+    /// persistent pins of drivers before 535 left to the driver.
+    pub(crate) unpins_from_other_process: AtomicU64,
     /// The version of the last page table the driver gave (0: none yet).
     pub(crate) page_table_version: AtomicU32,
     errors: [AtomicU64; ErrorKind::ALL.len()],
@@ -147,6 +155,8 @@ impl Stats {
             free_waited_for_registration: AtomicU64::new(0),
             free_wait_rechecks: AtomicU64::new(0),
             cpu_cacheable_page_tables: AtomicU64::new(0),
+            left_to_owner: AtomicU64::new(0),
+            unpins_from_other_process: AtomicU64::new(0),
             page_table_version: AtomicU32::new(0),
             errors: [const { AtomicU64::new(0) }; ErrorKind::ALL.len()],
         }
