@@ -106,7 +106,16 @@ impl SgTable {
     /// Allocates and fills a table with the entries of `plan`.
     #[inline(always)]
     pub(crate) fn build(plan: SgPlan<'_>) -> Result<Self> {
-        let entries = table_entries(plan.entries())?;
+        Self::alloc(plan.entries())?.fill(plan)
+    }
+
+    /// Allocates a table of `count` entries, to be filled by
+    /// [`SgTable::fill`]: where the count is known before the DMA
+    /// addresses are, the allocation (which may sleep in reclaim) need not
+    /// happen while a free callback waits for the addresses to be read.
+    #[inline(always)]
+    pub(crate) fn alloc(count: usize) -> Result<Self> {
+        let entries = table_entries(count)?;
         let mut table = bindings::sg_table::default();
         // SAFETY: FFI call on a zeroed table we own.
         sys::check(unsafe { bindings::sg_alloc_table(&mut table, entries, bindings::GFP_KERNEL) })?;
@@ -120,12 +129,24 @@ impl SgTable {
             unsafe { bindings::sg_free_table(&mut table) };
             return Err(EINVAL);
         }
-        // INVARIANT: allocated with `entries` entries (both counts), filled
-        // below.
-        let this = Self {
+        // INVARIANT: allocated with `entries` entries (both counts); the
+        // owner fills them (`fill`) before the table is used.
+        Ok(Self {
             sgl,
             nents: entries,
-        };
+        })
+    }
+
+    /// Fills the table with the entries of `plan`, which must make as many
+    /// as the table has (`EINVAL` otherwise; the table is freed). Only
+    /// stores: no allocation, no sleep.
+    #[inline(always)]
+    pub(crate) fn fill(self, plan: SgPlan<'_>) -> Result<Self> {
+        let this = self;
+        let entries = this.entries();
+        if plan.entries() != entries as usize {
+            return Err(EINVAL);
+        }
         if !plan.coalesce {
             // One entry per GPU page: filled by the shim in one call.
             let len = u32::try_from(plan.page_size).map_err(|_| EINVAL)?;
