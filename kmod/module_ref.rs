@@ -6,7 +6,19 @@
 //! module go) while one is alive ([`crate::wait::wait_none_alive`]): the
 //! loader does not wait for module references.
 
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::bindings;
+
+/// Set when the load failed: no new registration may start while the
+/// failed init waits for those alive (see [`decline_new`]).
+static DECLINING: AtomicBool = AtomicBool::new(false);
+
+/// From now on [`ModuleRef::try_get`] fails, as for a module being
+/// unloaded: acquire answers "not mine". A failed init calls it before it
+/// waits for the registrations alive, so that the wait ends.
+pub(crate) fn decline_new() {
+    DECLINING.store(true, Ordering::Relaxed);
+}
 
 /// One reference on this module, dropped with the value.
 ///
@@ -19,6 +31,9 @@ pub(crate) struct ModuleRef(());
 impl ModuleRef {
     /// Takes a reference, unless the module is being unloaded.
     pub(crate) fn try_get() -> Option<Self> {
+        if DECLINING.load(Ordering::Relaxed) {
+            return None;
+        }
         // SAFETY: `THIS_MODULE` is this module, alive while its code runs.
         let got = unsafe { bindings::try_module_get(crate::THIS_MODULE.as_ptr()) };
         // INVARIANT: the reference was taken when `got`. The value is made

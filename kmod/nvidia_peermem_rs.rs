@@ -65,22 +65,44 @@ struct NvidiaPeermem {
     _stranded: stranded::Stash,
 }
 
-/// Registers the clients of `config` with the core. On failure the clients
-/// registered so far are unregistered, which waits until the core has
-/// released every registration that used them.
-fn register_clients(config: &params::Config) -> Result<KVec<core_client::CoreRegistration>> {
-    let mut clients = KVec::new();
+/// Registers the clients of `config` with the core, into `clients`. On
+/// failure the clients registered so far stay in `clients`, for the caller
+/// to unregister once no registration is alive.
+fn register_clients(
+    config: &params::Config,
+    clients: &mut KVec<core_client::CoreRegistration>,
+) -> Result {
     for spec in client::clients_for(config.clients, config.abi)
         .into_iter()
         .flatten()
     {
         let slot = spec.invalidating.then_some(&core_client::INVALIDATION);
-        clients.push(
-            core_client::CoreRegistration::register(spec.table, slot)?,
-            GFP_KERNEL,
-        )?;
+        let registered = core_client::CoreRegistration::register(spec.table, slot)?;
+        clients.push(registered, GFP_KERNEL)?;
     }
-    Ok(clients)
+    Ok(())
+}
+
+/// A failed load: the clients registered so far may have registrations
+/// alive (MRs, a free callback running, pages left pinned until the memory
+/// is freed), and the loader frees the module text when init fails,
+/// whatever the module references. So no new registration starts, and the
+/// clients are unregistered only once none is alive: a free callback still
+/// on its way to the core's invalidate keeps a registration alive, and the
+/// core frees a client's handle once unregistering it returns.
+fn unwind_failed_load(e: Error, clients: KVec<core_client::CoreRegistration>) -> Error {
+    module_ref::decline_new();
+    let alive = wait::alive();
+    if alive != 0 {
+        pr_warn!(
+            "the load failed ({:?}): waiting for {} registrations still alive (deregister their MRs; a free callback running, or pages left pinned until the memory is freed)\n",
+            e,
+            alive
+        );
+        wait::wait_none_alive();
+    }
+    drop(clients);
+    e
 }
 
 impl kernel::Module for NvidiaPeermem {
@@ -89,26 +111,10 @@ impl kernel::Module for NvidiaPeermem {
         // Before the clients: on a failure below, dropped after them.
         let stranded = stranded::Stash;
         let debugfs = debugfs::Dir::create();
-        let clients = match register_clients(&config) {
-            Ok(clients) => clients,
-            Err(e) => {
-                // A registration can outlive the core's release of it (its
-                // free callback still running, or pages a failed unpin left
-                // pinned, whose callback the driver still holds), and the
-                // loader frees the module text when init fails, whatever
-                // the module references: wait, as unloading does.
-                let alive = wait::alive();
-                if alive != 0 {
-                    pr_warn!(
-                        "the load failed ({:?}): waiting for {} registrations still alive (a free callback running, or pages left pinned until the memory is freed)\n",
-                        e,
-                        alive
-                    );
-                    wait::wait_none_alive();
-                }
-                return Err(e);
-            }
-        };
+        let mut clients = KVec::new();
+        if let Err(e) = register_clients(&config, &mut clients) {
+            return Err(unwind_failed_load(e, clients));
+        }
         pr_info!(
             "version {}: registered {}{}\n",
             modinfo::VERSION,

@@ -57,6 +57,11 @@
 #       that registration is gone (the module text would go under the
 #       callback); the cudaFree that ends it runs while init waits. Our
 #       module with pers=0 only.
+#       variant=invalidating: the load fails while a free callback is on
+#       its way into the core's invalidate ("core_invalidate_entry", before
+#       the core looks at the client's handle) and the MR is deregistered
+#       meanwhile: init must not unregister the client (the core frees its
+#       handle then) before that callback has returned from the core.
 #   rmmod_during_reg   rmmod of our module while registrations are live and
 #       while one is in flight; then a registration loop racing rmmod.
 # Every round must end with both operations finished (no hang), the MR gone,
@@ -619,9 +624,60 @@ teardown_races() {
 	done
 }
 
+# load_fails_invalidating: load_fails_live's variant=invalidating.
+load_fails_invalidating() {
+	rmmod $REL_MOD || fail "rmmod of an idle module failed" $(figures)
+	_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+	va=$(sval va "$_o")
+	mark
+	# nv_mem is listed 4 s before init goes on, then nv_mem_nc's
+	# registration waits 10 s before the core refuses it.
+	st fault register_client 2 ENOMEM >/dev/null
+	d0=$(ctr delays_taken)
+	st delay register_client_done 4000 1 >/dev/null
+	# shellcheck disable=SC2046
+	bg_run load modload $REL_MOD $(client_params)
+	wait_delay "$d0"
+	d0=$(ctr delays_taken)
+	st delay register_client 10000 1 >/dev/null
+	wait_delay "$d0"
+	_o=$(st mr-reg "$va" 128K) || fail "mr-reg while the load runs: $_o" $(figures)
+	mr=$(sval mr "$_o")
+	[ "$(sval client "$_o")" = nv_mem ] ||
+		fail "the MR went to $(sval client "$_o"), not nv_mem" $(figures)
+	# the cudaFree's callback sleeps on its way into the core's invalidate
+	# until well after init failed; the MR goes meanwhile
+	d0=$(ctr delays_taken)
+	st delay core_invalidate_entry 14000 1 >/dev/null
+	bg_run free st gpu-free "$va"
+	wait_delay "$d0"
+	st mr-dereg "$mr" >/dev/null || fail "dereg failed" $(figures)
+	wait "$pid_load"
+	[ "$(bg_rc load)" != 0 ] ||
+		fail "the load succeeded with nv_mem_nc refused by the core" $(figures)
+	wait "$pid_free"
+	[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
+	loaded $REL_MOD && fail "the module stayed loaded after a failed init" $(figures)
+	! since_mark_has "invalidate: unknown registration handle" ||
+		fail "the free callback called the core's invalidate with a client handle unregistered under it" $(figures)
+	since_mark_has "the load failed \(.*\): waiting for 1 registrations" ||
+		fail "init did not wait for the registration whose callback was in the core" $(figures)
+	st fault-clear >/dev/null
+	st delay "" 0 >/dev/null
+	# shellcheck disable=SC2046
+	load $REL_MOD $(client_params)
+	_lc=$(st leak-check) || fail "load_fails_invalidating left something behind: $_lc" $(figures)
+	REL_RACES=$((REL_RACES + 1))
+	REL_OPS=$((REL_OPS + 6))
+}
+
 # load_fails_live: see the header.
 load_fails_live() {
 	[ "$pers" = 0 ] && [ "$client" = rs ] || fail "load_fails_live needs pers=0 and our module"
+	if [ "$variant" = invalidating ]; then
+		load_fails_invalidating
+		return
+	fi
 	i=0
 	while [ $i -lt "$rounds" ]; do
 		rmmod $REL_MOD || fail "rmmod of an idle module failed" $(figures)
