@@ -45,10 +45,10 @@ app hca-write "$mr" 0 64K seed:5
 app gpu-check "$va" 64K seed:5
 
 # Another process may not free the application's memory.
-simtest --expect-errno EPERM gpu-free "$va" >/dev/null ||
+simtest --own-process --expect-errno EPERM gpu-free "$va" >/dev/null ||
 	fail "a process other than the owner freed its GPU memory"
 # Another process deregisters the MR.
-sim mr-dereg "$mr"
+sim --own-process mr-dereg "$mr"
 pinned=$(kv pages_pinned "$(simtest leak-check 2>/dev/null)")
 refcnt=$(cat /sys/module/nvidia_peermem_rs/refcnt)
 left=$(pm_stat left_to_owner)

@@ -381,7 +381,8 @@ _bg_wait() {
 
 # _stuck_tasks: the simtest tasks in D state and where they wait.
 _stuck_tasks() {
-	for _d in /proc/[0-9]*; do
+	# every thread: simtest calls run on threads of the simtest server
+	for _d in /proc/[0-9]*/task/[0-9]*; do
 		[ "$(cat "$_d/comm" 2>/dev/null)" = simtest ] || continue
 		_s=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "$_d/status" 2>/dev/null)
 		[ "$_s" = D ] || continue

@@ -87,6 +87,21 @@ if [ ! -r "$file" ]; then
 	finish
 fi
 
+# Every simtest call of the suite is made by one process, as one
+# application's steps would be: NVIDIA's driver keeps the pins of
+# nvidia_p2p_get_pages per process, and a client never unpins a pin another
+# process made (tests/sim-client/src/bin/simtest/serve.rs). A scenario
+# about another process says so (simtest --own-process, simtest session).
+export SIMTEST_SERVER=/run/simtest.sock
+mkdir -p /run
+simtest serve "$SIMTEST_SERVER" </dev/null &
+n=0
+while [ ! -S "$SIMTEST_SERVER" ] && [ $n -lt 100 ]; do
+	usleep 50000
+	n=$((n + 1))
+done
+[ -S "$SIMTEST_SERVER" ] || echo "PEERMEM-NOTE simtest serve made no socket: simtest runs a process a call"
+
 # No kmemleak scan here: kmemleak reports an object only when two scans in
 # a row find it unreferenced and unchanged, so a first scan reports nothing
 # and a "clear" after it hides nothing; it cost ~8 s a boot. Scenarios scan

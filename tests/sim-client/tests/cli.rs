@@ -181,3 +181,82 @@ fn session_takes_no_arguments() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("takes no arguments"), "{}", stderr(&o));
 }
+
+/// A `simtest serve` on a socket of its own, killed when dropped.
+struct Server {
+    child: std::process::Child,
+    socket: std::path::PathBuf,
+}
+
+impl Server {
+    fn start(name: &str) -> Self {
+        let socket = std::env::temp_dir().join(format!("simtest-{}-{name}.sock", std::process::id()));
+        let child = Command::new(env!("CARGO_BIN_EXE_simtest"))
+            .args(["serve", socket.to_str().expect("utf-8 path")])
+            .spawn()
+            .expect("start simtest serve");
+        for _ in 0..500 {
+            if socket.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(socket.exists(), "simtest serve made no socket");
+        Self { child, socket }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_simtest"))
+            .args(args)
+            .env("SIMTEST_SERVER", &self.socket)
+            .output()
+            .expect("run simtest through the server")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+#[test]
+fn served_commands_answer_as_local_ones() {
+    // Through the server: the same stdout, stderr and exit code as run
+    // here, for a failing ioctl, a usage error and an expected errno.
+    let server = Server::start("same");
+    for args in [
+        &["--dev", "/dev/null", "gpu-alloc", "64K"][..],
+        &["--dev", "/dev/null", "gpu-alloc", "12Q"],
+        &["--dev", "/dev/null", "--expect-errno", "ENOTTY", "gpu-alloc", "64K"],
+        &["frobnicate"],
+    ] {
+        let served = server.run(args);
+        let local = simtest(args);
+        assert_eq!(served.status.code(), local.status.code(), "{args:?}");
+        assert_eq!(stdout(&served), stdout(&local), "{args:?}");
+        assert_eq!(stderr(&served), stderr(&local), "{args:?}");
+    }
+}
+
+#[test]
+fn own_process_and_an_absent_server() {
+    let socket = std::env::temp_dir().join(format!("simtest-{}-none.sock", std::process::id()));
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_simtest"))
+            .args(args)
+            .env("SIMTEST_SERVER", &socket)
+            .output()
+            .expect("run simtest")
+    };
+    // No server there: a clear error, exit 1.
+    let o = run(&["--dev", "/dev/null", "counters"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("did not answer"), "{}", stderr(&o));
+    // --own-process runs here, server or not.
+    let o = run(&["--own-process", "--dev", "/dev/null", "gpu-alloc", "64K"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stdout(&o).trim(), "error=ENOTTY errno=25");
+}

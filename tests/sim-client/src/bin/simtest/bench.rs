@@ -95,7 +95,7 @@ impl Json {
 
 /// Prints the result line.
 pub fn emit(j: &Json) -> Result<Outcome, Failure> {
-    println!("BENCH-RESULT {}", j.render());
+    outln!("BENCH-RESULT {}", j.render());
     Ok(Outcome::Ok)
 }
 
@@ -146,7 +146,7 @@ impl Drop for ScaleMode<'_> {
     fn drop(&mut self) {
         if self.set {
             if let Err(e) = self.dev.provider_config(&ProviderConfig::default()) {
-                eprintln!("simtest bench: restoring the provider config: {e}");
+                errln!("simtest bench: restoring the provider config: {e}");
             }
         }
     }

@@ -90,7 +90,7 @@ pub fn run(dev: &SimDevice, cmd: &str, argv: &[String]) -> Result<Outcome, Failu
 }
 
 fn ok() -> Result<Outcome, Failure> {
-    println!("ok=1");
+    outln!("ok=1");
     Ok(Outcome::Ok)
 }
 
@@ -143,7 +143,7 @@ fn report(what: &str, base: u64, c: &Comparison) -> Outcome {
         return Outcome::Ok;
     };
     for m in &c.first {
-        eprintln!(
+        errln!(
             "simtest: {what}: offset {} expected 0x{:02x} actual 0x{:02x}",
             base + m.offset,
             m.expected,
@@ -161,7 +161,7 @@ fn report(what: &str, base: u64, c: &Comparison) -> Outcome {
 
 fn print_ok_or(o: Outcome) -> Result<Outcome, Failure> {
     if let Outcome::Ok = o {
-        println!("ok=1");
+        outln!("ok=1");
     }
     Ok(o)
 }
@@ -169,7 +169,7 @@ fn print_ok_or(o: Outcome) -> Result<Outcome, Failure> {
 fn dump(buf: &[u8]) {
     for (i, chunk) in buf.chunks(16).take(4).enumerate() {
         let hex: Vec<String> = chunk.iter().map(|b| format!("{b:02x}")).collect();
-        eprintln!("{:08x}: {}", i * 16, hex.join(" "));
+        errln!("{:08x}: {}", i * 16, hex.join(" "));
     }
 }
 
@@ -177,7 +177,7 @@ fn gpu_alloc(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     let a = Args::parse(argv, &[], &[])?;
     a.expect_pos(1, 1)?;
     let size = a.pos_as(0, "SIZE", parse::size)?;
-    println!("va=0x{:x}", dev.gpu_alloc(size)?);
+    outln!("va=0x{:x}", dev.gpu_alloc(size)?);
     Ok(Outcome::Ok)
 }
 
@@ -247,7 +247,7 @@ fn mr_reg(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     } else {
         mr.client.clone()
     };
-    println!("mr={} sg={} client={client}", mr.id, mr.sg_entries);
+    outln!("mr={} sg={} client={client}", mr.id, mr.sg_entries);
     Ok(Outcome::Ok)
 }
 
@@ -262,7 +262,7 @@ fn mr_query(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     let a = Args::parse(argv, &[], &[])?;
     a.expect_pos(1, 1)?;
     let q = dev.mr_query(a.pos_as(0, "ID", parse::number)?)?;
-    println!("state={} va=0x{:x} len={}", q.state_name(), q.va, q.len);
+    outln!("state={} va=0x{:x} len={}", q.state_name(), q.va, q.len);
     Ok(Outcome::Ok)
 }
 
@@ -373,7 +373,7 @@ fn verify_cmd(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     let e = engine(&a)?;
     let out = verify(dev, id, q.va, off, len, e, seed)?;
     if let Outcome::Ok = out {
-        println!(
+        outln!(
             "ok=1 mr={id} offset={off} len={len} engine={} seed={seed}",
             e.name()
         );
@@ -414,7 +414,7 @@ fn roundtrip(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
                     seed.wrapping_add(i),
                 )?;
                 if !matches!(out, Outcome::Ok) {
-                    eprintln!("simtest roundtrip: iteration {i} failed");
+                    errln!("simtest roundtrip: iteration {i} failed");
                     return Ok(out);
                 }
             }
@@ -426,7 +426,7 @@ fn roundtrip(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
             expect[(off + len) as usize..].fill(SENTINEL);
             let c = compare(&expect, &whole, KEEP_MISMATCHES);
             if !c.ok() {
-                eprintln!("simtest roundtrip: bytes outside the MR lost the sentinel");
+                errln!("simtest roundtrip: bytes outside the MR lost the sentinel");
             }
             Ok(report("sentinel outside the MR", 0, &c))
         })();
@@ -434,7 +434,7 @@ fn roundtrip(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
         let out = body?;
         dereg?;
         if let Outcome::Ok = out {
-            println!(
+            outln!(
                 "ok=1 size={size} offset={off} len={len} iters={iters} engine={} seed={seed} client={} sg={}",
                 e.name(),
                 mr.client,
@@ -457,14 +457,14 @@ fn counters(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     match a.pos.first() {
         None => {
             let words: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            println!("{}", words.join(" "));
+            outln!("{}", words.join(" "));
         }
         Some(name) => {
             let v = fields
                 .iter()
                 .find(|(k, _)| k == name)
                 .ok_or_else(|| Usage(format!("unknown counter {name:?}")))?;
-            println!("{}", v.1);
+            outln!("{}", v.1);
         }
     }
     Ok(Outcome::Ok)
@@ -572,7 +572,7 @@ fn leak_check(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
         .collect();
     let left = leftovers(&l);
     words.push(format!("leaks={}", left.len()));
-    println!("{}", words.join(" "));
+    outln!("{}", words.join(" "));
     if left.is_empty() {
         return Ok(Outcome::Ok);
     }
@@ -599,7 +599,7 @@ fn phase_times(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
         words.push(format!("{}_last_ns={}", r.name, r.last_ns));
         words.push(format!("{}_max_ns={}", r.name, r.max_ns));
     }
-    println!("{}", words.join(" "));
+    outln!("{}", words.join(" "));
     Ok(Outcome::Ok)
 }
 
@@ -611,7 +611,7 @@ fn hold(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     let va = dev.gpu_alloc(size)?;
     let reg = dev.mr_reg(va, size, ACCESS_ALL);
     if let Ok(mr) = &reg {
-        eprintln!("simtest hold: va=0x{va:x} mr={} for {secs}s", mr.id);
+        errln!("simtest hold: va=0x{va:x} mr={} for {secs}s", mr.id);
         std::thread::sleep(std::time::Duration::from_secs(secs));
     }
     let dereg = reg.as_ref().ok().map(|mr| dev.mr_dereg(mr.id));

@@ -14,6 +14,9 @@
 //! `--expect-errno E` an ioctl failing with E exits 0 (printing the error
 //! line) and anything else exits 1.
 
+#[macro_use]
+mod out;
+
 mod args;
 mod bench;
 mod bench_mem;
@@ -21,6 +24,7 @@ mod cmds;
 mod modload;
 mod race;
 mod rng;
+mod serve;
 mod session;
 mod stress;
 
@@ -59,7 +63,7 @@ impl From<SimError> for Failure {
 }
 
 const USAGE: &str = "\
-usage: simtest [--dev PATH] [--expect-errno ERRNO|any] COMMAND [ARGS]
+usage: simtest [--own-process] [--dev PATH] [--expect-errno ERRNO|any] COMMAND [ARGS]
 
 GPU (the simulated NVIDIA driver):
   gpu-alloc SIZE                      cudaMalloc                va=0x..
@@ -109,6 +113,12 @@ Process:
                                       and prints its output, then \"end rc=N\"
                                       (N: the exit code it would have had);
                                       ends at end of input or \"exit\"
+  serve SOCKET                        run every command sent to SOCKET (a Unix
+                                      socket) in this one process, each on a
+                                      thread; with SIMTEST_SERVER=SOCKET set,
+                                      simtest sends its command there (but
+                                      load-module, session, serve, and any
+                                      command after --own-process)
 Benchmarks (tests/bench; one line BENCH-RESULT {json} of raw samples):
   bench cycle|invalidate|throughput|memory SIZE [...]  (simtest bench for details)
 
@@ -118,15 +128,75 @@ ENOTSUPP...) or a number. Exit: 0 ok, 1 ioctl error (error=ENAME errno=N) or
 failed check, 2 usage, 3 data mismatch.";
 
 fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let mut argv: Vec<String> = std::env::args().skip(1).collect();
+    let own_process = argv.first().is_some_and(|a| a == "--own-process");
+    if own_process {
+        argv.remove(0);
+    }
+    if matches!(
+        command_name(&argv),
+        Some("load-module" | "session" | "serve")
+    ) {
+        return run_local(&argv);
+    }
+    if !own_process {
+        if let Some(socket) = std::env::var_os("SIMTEST_SERVER").filter(|s| !s.is_empty()) {
+            return serve::forward(&socket, &argv);
+        }
+    }
+    ExitCode::from(run(&argv))
+}
+
+/// The command word of `argv`, after the options.
+fn command_name(argv: &[String]) -> Option<&str> {
+    let mut i = 0;
+    while i < argv.len() {
+        match argv[i].as_str() {
+            "--dev" | "--expect-errno" => i += 2,
+            a => return Some(a),
+        }
+    }
+    None
+}
+
+/// The commands that run only in the calling process: they need no
+/// device (load-module), are a process (session), or serve the others.
+fn run_local(argv: &[String]) -> ExitCode {
+    let (dev_path, i) = match options(argv) {
+        Ok((dev_path, _, i)) => (dev_path, i),
+        Err(code) => return ExitCode::from(code),
+    };
+    let rest = &argv[i + 1..];
+    match argv[i].as_str() {
+        // Needs no control device (see modload.rs).
+        "load-module" => modload::run(rest),
+        "serve" => serve::run(rest),
+        _ => {
+            if !rest.is_empty() {
+                errln!("simtest session: takes no arguments (commands come on stdin)");
+                return ExitCode::from(2);
+            }
+            match open(&dev_path) {
+                Ok(dev) => session::run(&dev),
+                Err(code) => ExitCode::from(code),
+            }
+        }
+    }
+}
+
+/// The options before the command: the device path, the expected errno,
+/// and the index of the command; or the exit code of a usage error (or of
+/// `--help`).
+#[allow(clippy::type_complexity)]
+fn options(argv: &[String]) -> Result<(String, Option<Option<i32>>, usize), u8> {
     let mut dev_path = peermem_sim::uapi::PEERMEM_SIM_DEVICE.to_string();
     let mut expect: Option<Option<i32>> = None;
     let mut i = 0;
     while i < argv.len() {
         match argv[i].as_str() {
             "--dev" | "--expect-errno" if i + 1 >= argv.len() => {
-                eprintln!("simtest: option {} needs a value\n{USAGE}", argv[i]);
-                return ExitCode::from(2);
+                errln!("simtest: option {} needs a value\n{USAGE}", argv[i]);
+                return Err(2);
             }
             "--dev" => {
                 dev_path = argv[i + 1].clone();
@@ -139,82 +209,87 @@ fn main() -> ExitCode {
                 } else if let Some(e) = errno::parse(v) {
                     expect = Some(Some(e));
                 } else {
-                    eprintln!("simtest: --expect-errno: unknown errno {v:?}");
-                    return ExitCode::from(2);
+                    errln!("simtest: --expect-errno: unknown errno {v:?}");
+                    return Err(2);
                 }
                 i += 2;
             }
             "-h" | "--help" | "help" => {
-                println!("{USAGE}");
-                return ExitCode::SUCCESS;
+                outln!("{USAGE}");
+                return Err(0);
             }
             _ => break,
         }
     }
-    let Some(cmd) = argv.get(i) else {
-        eprintln!("simtest: missing command\n{USAGE}");
-        return ExitCode::from(2);
+    if i >= argv.len() {
+        errln!("simtest: missing command\n{USAGE}");
+        return Err(2);
+    }
+    Ok((dev_path, expect, i))
+}
+
+/// Opens the control device, or says why not (exit code 1).
+fn open(dev_path: &str) -> Result<SimDevice, u8> {
+    SimDevice::open_path(dev_path).map_err(|e| {
+        outln!("error={} errno={}", e.errno_name(), e.errno);
+        errln!("simtest: {e} (is the peermem_sim fixture loaded?)");
+        1
+    })
+}
+
+/// Runs one command line (not load-module, session or serve) in this
+/// process; returns its exit code.
+pub fn run(argv: &[String]) -> u8 {
+    let (dev_path, expect, i) = match options(argv) {
+        Ok(parsed) => parsed,
+        Err(code) => return code,
     };
+    let cmd = &argv[i];
     let rest = &argv[i + 1..];
-    if cmd == "load-module" {
-        // Needs no control device (see modload.rs).
-        return modload::run(rest);
+    if !cmds::known(cmd) {
+        errln!("simtest: unknown command {cmd:?}\n{USAGE}");
+        return 2;
     }
-    if !cmds::known(cmd) && cmd != "session" {
-        eprintln!("simtest: unknown command {cmd:?}\n{USAGE}");
-        return ExitCode::from(2);
-    }
-    let dev = match SimDevice::open_path(&dev_path) {
-        Ok(d) => d,
-        Err(e) => {
-            println!("error={} errno={}", e.errno_name(), e.errno);
-            eprintln!("simtest: {e} (is the peermem_sim fixture loaded?)");
-            return ExitCode::from(1);
-        }
+    let dev = match open(&dev_path) {
+        Ok(dev) => dev,
+        Err(code) => return code,
     };
-    if cmd == "session" {
-        if !rest.is_empty() {
-            eprintln!("simtest session: takes no arguments (commands come on stdin)");
-            return ExitCode::from(2);
-        }
-        return session::run(&dev);
-    }
     let result = cmds::run(&dev, cmd, rest);
     match (result, expect) {
         (Err(Failure::Usage(Usage(m))), _) => {
-            eprintln!("simtest {cmd}: {m}\n(see simtest --help)");
-            ExitCode::from(2)
+            errln!("simtest {cmd}: {m}\n(see simtest --help)");
+            2
         }
-        (Ok(Outcome::Ok), None) => ExitCode::SUCCESS,
+        (Ok(Outcome::Ok), None) => 0,
         (Ok(Outcome::Mismatch(line)), _) => {
-            println!("{line}");
-            eprintln!("simtest {cmd}: data mismatch: {line}");
-            ExitCode::from(3)
+            outln!("{line}");
+            errln!("simtest {cmd}: data mismatch: {line}");
+            3
         }
         (Ok(Outcome::CheckFailed(m)), _) => {
-            eprintln!("simtest {cmd}: check failed: {m}");
-            ExitCode::from(1)
+            errln!("simtest {cmd}: check failed: {m}");
+            1
         }
         (Err(Failure::Sim(e)), None) => {
-            println!("error={} errno={}", e.errno_name(), e.errno);
-            eprintln!("simtest: {e}");
-            ExitCode::from(1)
+            outln!("error={} errno={}", e.errno_name(), e.errno);
+            errln!("simtest: {e}");
+            1
         }
         (Ok(Outcome::Ok), Some(want)) => {
             let want = want.map_or("an error".to_string(), errno::name);
-            eprintln!("simtest {cmd}: succeeded, but {want} was expected");
-            ExitCode::from(1)
+            errln!("simtest {cmd}: succeeded, but {want} was expected");
+            1
         }
         (Err(Failure::Sim(e)), Some(want)) => {
-            println!("error={} errno={}", e.errno_name(), e.errno);
+            outln!("error={} errno={}", e.errno_name(), e.errno);
             if want.is_none_or(|w| w == e.errno) {
-                ExitCode::SUCCESS
+                0
             } else {
-                eprintln!(
+                errln!(
                     "simtest: {e}, but {} was expected",
                     want.map_or(String::new(), errno::name)
                 );
-                ExitCode::from(1)
+                1
             }
         }
     }

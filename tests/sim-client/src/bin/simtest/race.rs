@@ -188,7 +188,7 @@ pub fn run(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
         return Err(Usage("--size must be 1..=1G and --jitter-us <= 1000000".into()).into());
     }
     let prereg = op_a != Op::Reg && op_b != Op::Reg;
-    println!(
+    outln!(
         "# race a={} b={} iters={iters} size={size} jitter_us={jitter} seed={seed}",
         op_a.name(),
         op_b.name()
@@ -276,14 +276,14 @@ pub fn run(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     }
     let leak = dev.leak_check()?;
     let left = leftovers(&leak);
-    println!("# race a={} {}", op_a.name(), ta.summary());
-    println!("# race b={} {}", op_b.name(), tb.summary());
+    outln!("# race a={} {}", op_a.name(), ta.summary());
+    outln!("# race b={} {}", op_b.name(), tb.summary());
     for e in cleanup_errors.iter().take(10) {
-        eprintln!("race: cleanup failed: {e}");
+        errln!("race: cleanup failed: {e}");
     }
     let unexpected: Vec<&String> = ta.unexpected.iter().chain(&tb.unexpected).collect();
     for e in unexpected.iter().take(10) {
-        eprintln!("race: unexpected error: {e}");
+        errln!("race: unexpected error: {e}");
     }
     let mut problems = Vec::new();
     if iters > 0 && overlapped == 0 {
@@ -307,7 +307,7 @@ pub fn run(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     }
     let result = if problems.is_empty() { "pass" } else { "fail" };
     let errs = |t: &Tally| t.errors.values().sum::<u64>();
-    println!(
+    outln!(
         "result={result} a={} b={} iters={iters} races={overlapped} a_ok={} a_err={} b_ok={} b_err={} \
          invalidated_at_cleanup={invalidated_seen} cleanup_errors={} leaks={} seed={seed} elapsed_ms={}",
         op_a.name(),

@@ -31,26 +31,26 @@ fn step(dev: &SimDevice, line: &str) -> u8 {
         return 0;
     };
     if NOT_IN_A_SESSION.contains(&cmd.as_str()) || !cmds::known(cmd) {
-        eprintln!("simtest session: {cmd:?} is not a command a session runs");
+        errln!("simtest session: {cmd:?} is not a command a session runs");
         return 2;
     }
     match cmds::run(dev, cmd, rest) {
         Ok(Outcome::Ok) => 0,
         Ok(Outcome::Mismatch(line)) => {
-            println!("{line}");
+            outln!("{line}");
             3
         }
         Ok(Outcome::CheckFailed(m)) => {
-            eprintln!("simtest session {cmd}: check failed: {m}");
+            errln!("simtest session {cmd}: check failed: {m}");
             1
         }
         Err(Failure::Sim(e)) => {
-            println!("error={} errno={}", e.errno_name(), e.errno);
-            eprintln!("simtest session {cmd}: {e}");
+            outln!("error={} errno={}", e.errno_name(), e.errno);
+            errln!("simtest session {cmd}: {e}");
             1
         }
         Err(Failure::Usage(Usage(m))) => {
-            eprintln!("simtest session {cmd}: {m}");
+            errln!("simtest session {cmd}: {m}");
             2
         }
     }
@@ -63,7 +63,7 @@ pub fn run(dev: &SimDevice) -> ExitCode {
         let line = match line {
             Ok(line) => line,
             Err(e) => {
-                eprintln!("simtest session: reading stdin: {e}");
+                errln!("simtest session: reading stdin: {e}");
                 return ExitCode::from(1);
             }
         };
@@ -75,7 +75,7 @@ pub fn run(dev: &SimDevice) -> ExitCode {
             break;
         }
         let rc = step(dev, line);
-        println!("end rc={rc}");
+        outln!("end rc={rc}");
         if io::stdout().flush().is_err() {
             // Nobody reads the answers any more: the application ends.
             return ExitCode::from(1);

@@ -106,7 +106,7 @@ impl Shared<'_> {
         if !expected {
             self.stats.unexpected.fetch_add(1, Ordering::Relaxed);
             if self.stats.unexpected.load(Ordering::Relaxed) <= 10 {
-                eprintln!("stress: unexpected error {e}");
+                errln!("stress: unexpected error {e}");
             }
         }
     }
@@ -114,7 +114,7 @@ impl Shared<'_> {
     fn mismatch(&self, what: &str, va: u64, off: u64, n: u64) {
         let total = self.stats.mismatches.fetch_add(1, Ordering::Relaxed) + 1;
         if total <= 10 {
-            eprintln!("stress: MISMATCH {what} va=0x{va:x} offset={off} bytes={n}");
+            errln!("stress: MISMATCH {what} va=0x{va:x} offset={off} bytes={n}");
         }
     }
 
@@ -258,7 +258,7 @@ impl Shared<'_> {
                 self.stats.queries.fetch_add(1, Ordering::Relaxed);
                 if q.state != peermem_sim::uapi::PSIM_MR_LIVE || q.len != mr.len {
                     self.stats.unexpected.fetch_add(1, Ordering::Relaxed);
-                    eprintln!(
+                    errln!(
                         "stress: mr {} of a live allocation is {} len={} (expected live len={})",
                         mr.id,
                         q.state_name(),
@@ -420,7 +420,7 @@ pub fn run(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     if cfg.threads > 256 || nslots > 4096 || cfg.max_pages > 256 {
         return Err(Usage("--threads <= 256, --slots <= 4096, --max-pages <= 256".into()).into());
     }
-    println!(
+    outln!(
         "# stress seed={} threads={} ops={} slots={nslots} max_pages={} edu_every={}",
         cfg.seed, cfg.threads, cfg.ops, cfg.max_pages, cfg.edu_every
     );
@@ -450,7 +450,7 @@ pub fn run(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
                     sh.step(&mut rng);
                     sh.stats.ops.fetch_add(1, Ordering::Relaxed);
                     if (n + 1).is_multiple_of(progress_every) {
-                        eprintln!(
+                        errln!(
                             "stress: progress ops={} elapsed_ms={}",
                             n + 1,
                             start.elapsed().as_millis()
@@ -471,7 +471,7 @@ pub fn run(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     let g = |x: &AtomicU64| x.load(Ordering::Relaxed);
     let errors = lock(&sh.errors).clone();
     let err_list: Vec<String> = errors.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    println!(
+    outln!(
         "# stress errors: {}",
         if err_list.is_empty() {
             "none".to_string()
@@ -494,7 +494,7 @@ pub fn run(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
         problems.push(format!("core counters unbalanced: {}", imb.join(", ")));
     }
     let result = if problems.is_empty() { "pass" } else { "fail" };
-    println!(
+    outln!(
         "result={result} seed={} threads={} ops={} allocs={} frees={} regs={} deregs={} orphan_deregs={} \
          dmas={} edu_dmas={} dma_bytes={} checks={} queries={} orphan_dma_ok={} orphan_dma_err={} \
          enomem={} free_callbacks={} mismatches={} unexpected_errors={} leaks={} imbalances={} elapsed_ms={}",
@@ -524,7 +524,7 @@ pub fn run(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     if problems.is_empty() {
         Ok(Outcome::Ok)
     } else {
-        eprintln!("stress: replay with --seed {}", cfg.seed);
+        errln!("stress: replay with --seed {}", cfg.seed);
         Ok(Outcome::CheckFailed(problems.join("; ")))
     }
 }

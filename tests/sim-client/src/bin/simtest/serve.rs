@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: GPL-2.0
+//! `simtest serve SOCKET`: every simtest command of a test run in one
+//! process.
+//!
+//! NVIDIA's driver keeps the pins of `nvidia_p2p_get_pages` per process:
+//! its put unpins only for the process that pinned, so a client module
+//! never unpins from any other (it leaves the pin to its owner). Scenarios
+//! run each step as a `simtest` call of its own; with the server, those
+//! calls are all made by this one process, as the steps of one application
+//! would be, and a scenario that is about another process says so
+//! (`simtest --own-process`, or an application of its own: `simtest
+//! session`). Each request runs on a thread of its own, so calls a
+//! scenario makes at the same time still run at the same time; each opens
+//! the control device for itself, as a `simtest` process did.
+//!
+//! The client (`simtest` with `SIMTEST_SERVER=SOCKET`) sends its arguments
+//! and prints what the command printed, then exits with its exit code.
+//! Request: a count, then each argument, as `u32` lengths (little endian)
+//! and bytes. Answer: the exit code (one byte), then stdout and stderr,
+//! each a `u32` length and bytes.
+
+use std::ffi::OsStr;
+use std::io::{self, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::process::ExitCode;
+
+use crate::out;
+
+/// The longest argument list or output the protocol carries.
+const MAX_BYTES: u32 = 64 << 20;
+
+fn write_bytes(w: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
+    let len = u32::try_from(bytes.len())
+        .ok()
+        .filter(|&n| n <= MAX_BYTES)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "too long"))?;
+    w.write_all(&len.to_le_bytes())?;
+    w.write_all(bytes)
+}
+
+fn read_u32(r: &mut impl Read) -> io::Result<u32> {
+    let mut b = [0u8; 4];
+    r.read_exact(&mut b)?;
+    Ok(u32::from_le_bytes(b))
+}
+
+fn read_bytes(r: &mut impl Read) -> io::Result<Vec<u8>> {
+    let len = read_u32(r)?;
+    if len > MAX_BYTES {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "too long"));
+    }
+    let mut v = vec![0u8; len as usize];
+    r.read_exact(&mut v)?;
+    Ok(v)
+}
+
+fn read_request(r: &mut impl Read) -> io::Result<Vec<String>> {
+    let n = read_u32(r)?;
+    if n > 4096 {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "too many arguments"));
+    }
+    (0..n)
+        .map(|_| {
+            String::from_utf8(read_bytes(r)?)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8"))
+        })
+        .collect()
+}
+
+/// Runs one request: its command, its output captured, the answer sent.
+fn serve_one(mut stream: UnixStream) {
+    let argv = match read_request(&mut stream) {
+        Ok(argv) => argv,
+        Err(e) => {
+            eprintln!("simtest serve: a bad request: {e}");
+            return;
+        }
+    };
+    let (code, captured) = out::capture(|| crate::run(&argv));
+    let answer = stream
+        .write_all(&[code])
+        .and_then(|()| write_bytes(&mut stream, &captured.stdout))
+        .and_then(|()| write_bytes(&mut stream, &captured.stderr));
+    if let Err(e) = answer {
+        eprintln!("simtest serve: answering {argv:?}: {e}");
+    }
+}
+
+/// `simtest serve SOCKET`: serves until killed.
+pub fn run(rest: &[String]) -> ExitCode {
+    let [socket] = rest else {
+        eprintln!("simtest serve: usage: simtest serve SOCKET");
+        return ExitCode::from(2);
+    };
+    // A socket file left by an earlier server of this boot goes first.
+    let _ = std::fs::remove_file(socket);
+    let listener = match UnixListener::bind(socket) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("simtest serve: cannot listen on {socket}: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    for conn in listener.incoming() {
+        match conn {
+            Ok(stream) => {
+                // Unnamed: the thread keeps the name "simtest", which the
+                // scenarios look for among tasks stuck in the kernel.
+                if let Err(e) = std::thread::Builder::new().spawn(move || serve_one(stream)) {
+                    eprintln!("simtest serve: no thread for a request: {e}");
+                }
+            }
+            Err(e) => eprintln!("simtest serve: accept: {e}"),
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// Sends `argv` to the server at `socket` and relays its answer.
+pub fn forward(socket: &OsStr, argv: &[String]) -> ExitCode {
+    let relayed = (|| -> io::Result<u8> {
+        let mut stream = UnixStream::connect(socket)?;
+        let n = u32::try_from(argv.len())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "too many arguments"))?;
+        let mut request = n.to_le_bytes().to_vec();
+        for a in argv {
+            write_bytes(&mut request, a.as_bytes())?;
+        }
+        stream.write_all(&request)?;
+        let mut code = [0u8; 1];
+        stream.read_exact(&mut code)?;
+        let stdout = read_bytes(&mut stream)?;
+        let stderr = read_bytes(&mut stream)?;
+        io::stdout().write_all(&stdout)?;
+        io::stdout().flush()?;
+        io::stderr().write_all(&stderr)?;
+        Ok(code[0])
+    })();
+    match relayed {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!(
+                "simtest: the simtest server at {} did not answer: {e} (unset SIMTEST_SERVER, or --own-process, to run here)",
+                socket.to_string_lossy()
+            );
+            ExitCode::from(1)
+        }
+    }
+}
