@@ -792,7 +792,12 @@ impl Registration {
 
     /// Says, once a load, that pages were left to the process that pinned
     /// them, which ends them `when`.
-    fn said_left_to_owner(&self, owner: crate::p2p::Process, here: crate::p2p::Process, when: &str) {
+    fn said_left_to_owner(
+        &self,
+        owner: crate::p2p::Process,
+        here: crate::p2p::Process,
+        when: &str,
+    ) {
         static SAID: AtomicBool = AtomicBool::new(false);
         if !SAID.swap(true, Ordering::Relaxed) {
             pr_warn!(

@@ -171,8 +171,14 @@ fn session_answers_each_command_then_its_exit_code() {
         "error=ENOTTY errno=25\nend rc=1\nend rc=2\nend rc=2\nend rc=2\n"
     );
     let e = stderr(&o);
-    assert!(e.contains("\"frobnicate\" is not a command a session runs"), "{e}");
-    assert!(e.contains("\"stress\" is not a command a session runs"), "{e}");
+    assert!(
+        e.contains("\"frobnicate\" is not a command a session runs"),
+        "{e}"
+    );
+    assert!(
+        e.contains("\"stress\" is not a command a session runs"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -190,7 +196,8 @@ struct Server {
 
 impl Server {
     fn start(name: &str) -> Self {
-        let socket = std::env::temp_dir().join(format!("simtest-{}-{name}.sock", std::process::id()));
+        let socket =
+            std::env::temp_dir().join(format!("simtest-{}-{name}.sock", std::process::id()));
         let child = Command::new(env!("CARGO_BIN_EXE_simtest"))
             .args(["serve", socket.to_str().expect("utf-8 path")])
             .spawn()
@@ -230,7 +237,14 @@ fn served_commands_answer_as_local_ones() {
     for args in [
         &["--dev", "/dev/null", "gpu-alloc", "64K"][..],
         &["--dev", "/dev/null", "gpu-alloc", "12Q"],
-        &["--dev", "/dev/null", "--expect-errno", "ENOTTY", "gpu-alloc", "64K"],
+        &[
+            "--dev",
+            "/dev/null",
+            "--expect-errno",
+            "ENOTTY",
+            "gpu-alloc",
+            "64K",
+        ],
         &["frobnicate"],
     ] {
         let served = server.run(args);

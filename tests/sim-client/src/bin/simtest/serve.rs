@@ -57,7 +57,10 @@ fn read_bytes(r: &mut impl Read) -> io::Result<Vec<u8>> {
 fn read_request(r: &mut impl Read) -> io::Result<Vec<String>> {
     let n = read_u32(r)?;
     if n > 4096 {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "too many arguments"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "too many arguments",
+        ));
     }
     (0..n)
         .map(|_| {

@@ -422,7 +422,11 @@ pub fn run(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     }
     outln!(
         "# stress seed={} threads={} ops={} slots={nslots} max_pages={} edu_every={}",
-        cfg.seed, cfg.threads, cfg.ops, cfg.max_pages, cfg.edu_every
+        cfg.seed,
+        cfg.threads,
+        cfg.ops,
+        cfg.max_pages,
+        cfg.edu_every
     );
     let before = dev.counters()?;
     let sh = Shared {
