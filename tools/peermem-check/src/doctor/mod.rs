@@ -293,7 +293,7 @@ fn peer_memory_client(r: &SysRoot) -> Check {
             T,
             "no peer-memory client module is loaded",
         )
-        .fix("modprobe nvidia_peermem_rs (or NVIDIA's nvidia-peermem)")
+        .fix("modprobe nvidia-peermem (this project's default install, or NVIDIA's)")
         .data(data),
         [m] => {
             let who = implementation(r, m);
@@ -369,14 +369,20 @@ pub fn gpudirect_visibility(r: &SysRoot) -> Check {
         (Some(n), None) => Check::warn(
             id,
             VISIBILITY_TITLE,
-            format!("NCCL yes (via {n}); UCX no: it tests none of {}", UCX_PATHS.join(", ")),
+            format!(
+                "NCCL yes (via {n}); UCX no: it tests none of {}",
+                UCX_PATHS.join(", ")
+            ),
         )
         .fix(VISIBILITY_FIX)
         .data(data),
         (None, Some(u)) => Check::warn(
             id,
             VISIBILITY_TITLE,
-            format!("UCX yes (via {u}); NCCL no: it tests none of {}", NCCL_PATHS.join(", ")),
+            format!(
+                "UCX yes (via {u}); NCCL no: it tests none of {}",
+                NCCL_PATHS.join(", ")
+            ),
         )
         .fix(VISIBILITY_FIX)
         .data(data),
@@ -908,6 +914,69 @@ mod tests {
         assert!(rs_reads_page_table(0x0002_0000));
         assert!(!rs_reads_page_table(0x0001_0001));
         assert!(!rs_reads_page_table(0x0003_0000));
+    }
+
+    /// A root holding `files` (paths under /sys), each with "1\n".
+    fn root_with(files: &[&str]) -> (tempfile::TempDir, SysRoot) {
+        let t = tempfile::tempdir().unwrap();
+        for f in files {
+            let p = t.path().join(f.trim_start_matches('/'));
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "1\n").unwrap();
+        }
+        let r = SysRoot::new(t.path());
+        (t, r)
+    }
+
+    #[test]
+    fn visibility_as_nccl_and_ucx_decide() {
+        let cases: &[(&[&str], Verdict, &str)] = &[
+            // The named build on a core with the tree.
+            (
+                &[
+                    "/sys/module/nvidia_peermem_rs/version",
+                    "/sys/kernel/mm/memory_peers/nv_mem/version",
+                ],
+                Verdict::Pass,
+                "yes (via /sys/kernel/mm/memory_peers/nv_mem/version)",
+            ),
+            // The drop-in on a core without it.
+            (
+                &["/sys/module/nvidia_peermem/version"],
+                Verdict::Pass,
+                "yes (via /sys/module/nvidia_peermem/version)",
+            ),
+            // The named build on a core without it: seen by neither.
+            (
+                &["/sys/module/nvidia_peermem_rs/version"],
+                Verdict::Fail,
+                "no: nvidia_peermem_rs is loaded, but this PeerDirect core has no /sys/kernel/mm/memory_peers",
+            ),
+            (&[], Verdict::Fail, "no: no peer-memory client is loaded"),
+            // nv_mem_nc alone: NCCL tests it, UCX does not.
+            (
+                &[
+                    "/sys/module/nvidia_peermem_rs/version",
+                    "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
+                ],
+                Verdict::Warn,
+                "NCCL yes (via /sys/kernel/mm/memory_peers/nv_mem_nc/version); UCX no",
+            ),
+            // nv_peer_mem without the tree: UCX tests it, NCCL does not.
+            (
+                &["/sys/module/nv_peer_mem/version"],
+                Verdict::Warn,
+                "UCX yes (via /sys/module/nv_peer_mem/version); NCCL no",
+            ),
+        ];
+        for (files, verdict, detail) in cases {
+            let (_t, r) = root_with(files);
+            let c = gpudirect_visibility(&r);
+            assert_eq!(c.verdict, *verdict, "{files:?}: {}", c.detail);
+            assert!(c.detail.starts_with(detail), "{files:?}: {}", c.detail);
+            assert_eq!(c.title, VISIBILITY_TITLE);
+            assert_eq!(c.fix.is_some(), *verdict != Verdict::Pass, "{files:?}");
+        }
     }
 
     #[test]
