@@ -321,7 +321,7 @@ fn peer_memory_client(r: &SysRoot) -> Check {
             "peer_memory_client",
             T,
             format!(
-                "{} are all loaded: only one can register nv_mem",
+                "{} are all loaded: the core gives each memory region to the first client registered, and a core without /sys/kernel/mm/memory_peers does not refuse a second nv_mem",
                 many.join(", ")
             ),
         )
