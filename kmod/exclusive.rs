@@ -31,7 +31,7 @@ const OTHERS: [Other; 2] = [
     Other {
         name: "nvidia_peermem",
         c_name: b"nvidia_peermem\0",
-        who: "NVIDIA's nvidia-peermem (or this project's drop-in build)",
+        who: "NVIDIA's nvidia-peermem, or this project's drop-in build",
     },
     Other {
         name: "nv_peer_mem",

@@ -88,10 +88,10 @@ for tree in 1 0; do
 		fi
 		[ "$build" != "$default" ] || [ -n "$nccl" ] ||
 			fail "the default install ($default: module $mod) is invisible to NCCL and UCX on a core without /sys/kernel/mm/memory_peers (DOCA-OFED 23.10+ on Linux 6.6+)"
-		[ -z "$nccl" ] || seen="$seen $build/tree=$tree"
+		[ -z "$nccl" ] || seen=${seen:+$seen,}$build/tree=$tree
 		rmmod "$mod" || fail "rmmod $mod failed"
 		unload_sim_stack
 	done
 done
 no_new_leaks
-pass default="$default" seen="$(echo "$seen" | tr ' ' ',')" leaks="$LEAKS"
+pass default="$default" seen="$seen" leaks="$LEAKS"
