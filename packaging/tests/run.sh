@@ -621,13 +621,16 @@ test_default_dropin() {
 	command -v rpmbuild >/dev/null || die "rpmbuild missing (packaging/deps.txt: rpm)"
 	make --no-print-directory -f "$pkg/packaging.mk" PKG_OUT="$out" rpm >"$res/rpmbuild-default.log" 2>&1 ||
 		{ tail -n 20 "$res/rpmbuild-default.log"; die "make rpm failed"; }
-	local rpm=$out/rpm/RPMS/noarch/$name-$version-1.noarch.rpm
-	rpm -qpl "$rpm" | grep -qx "/usr/src/$name-dropin-$version/dkms.conf" ||
-		die "the default RPM lacks the drop-in's DKMS tree: $(rpm -qpl "$rpm" | grep dkms.conf)"
-	rpm -qpl "$rpm" | grep -qx "/usr/share/dkms/modules_to_force_install/$name-dropin" ||
+	local rpm=$out/rpm/RPMS/noarch/$name-$version-1.noarch.rpm files scripts
+	# Whole outputs first: grep -q stops reading early, and under pipefail
+	# the writer's SIGPIPE would fail the test.
+	files=$(rpm -qpl "$rpm") && scripts=$(rpm -qp --scripts "$rpm") || die "rpm -qp $rpm"
+	grep -qx "/usr/src/$name-dropin-$version/dkms.conf" <<<"$files" ||
+		die "the default RPM lacks the drop-in's DKMS tree: $(grep dkms.conf <<<"$files")"
+	grep -qx "/usr/share/dkms/modules_to_force_install/$name-dropin" <<<"$files" ||
 		die "the default RPM lacks dkms's force-install entry"
-	rpm -qp --scripts "$rpm" | grep -q "dkms install -m $name-dropin -v $version" ||
-		die "the default RPM's scriptlets: $(rpm -qp --scripts "$rpm" | grep dkms)"
+	grep -q "dkms install -m $name-dropin -v $version" <<<"$scripts" ||
+		die "the default RPM's scriptlets: $(grep dkms <<<"$scripts")"
 	echo "default: drop-in DKMS tree (nvidia-peermem.ko); default RPM installs $name-dropin"
 }
 
