@@ -4,6 +4,8 @@
  * the Rust crate; nothing here is exported.
  */
 #include <linux/debugfs.h>
+#include <linux/kobject.h>
+#include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
 #include <linux/sched.h>
@@ -151,4 +153,18 @@ void pm_shim_live_wait_none(atomic_t *live)
 		       spin_unlock(&pm_live_lock), spin_lock(&pm_live_lock));
 	atomic_inc(live);
 	spin_unlock(&pm_live_lock);
+}
+
+bool pm_shim_module_loaded(const char *name)
+{
+	struct kset *modules = THIS_MODULE->mkobj.kobj.kset;
+	struct kobject *kobj;
+
+	if (!modules)
+		return false;
+	kobj = kset_find_obj(modules, name);
+	if (!kobj)
+		return false;
+	kobject_put(kobj);
+	return true;
 }

@@ -92,6 +92,12 @@ void pm_shim_free_wake(void);
 void pm_shim_live_put_last(atomic_t *live);
 void pm_shim_live_wait_none(atomic_t *live);
 
+/*
+ * Whether a module named @name is loaded (or loading): its kobject in the
+ * modules' kset, which THIS_MODULE (a macro) leads to, as /sys/module/@name.
+ */
+bool pm_shim_module_loaded(const char *name);
+
 /* The spinlock that serialises the table of live registrations. */
 void pm_shim_registry_lock(void);
 void pm_shim_registry_unlock(void);

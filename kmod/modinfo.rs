@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! `.modinfo` strings that 6.12's `module!` cannot emit: the version, which
-//! also gives `/sys/module/<name>/version` (one of NCCL's detection paths).
+//! also gives `/sys/module/<name>/version` (for the module named
+//! `nvidia_peermem`, the file NCCL and UCX test on a core without
+//! `/sys/kernel/mm/memory_peers`).
 
 /// Version of the module, also announced to the PeerDirect core as the client
 /// version (it must fit 14 characters plus NUL, see [`crate::client`]).
 ///
 /// Decided (issue 31): both `/sys/module/<name>/version` and
-/// `/sys/kernel/mm/memory_peers/<client>/version` say this module's own
+/// `/sys/kernel/mm/memory_peers/<client>/version` (where the core publishes
+/// that tree) say this module's own
 /// version, also in the drop-in build, where NVIDIA's module says the
 /// driver's (`NV_VERSION_STRING`, e.g. `580.95.05`). NCCL, UCX and NVSHMEM
 /// only test that those files exist; an operator who reads them learns

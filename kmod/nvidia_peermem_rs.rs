@@ -15,6 +15,7 @@ mod abi;
 mod client;
 mod core_client;
 mod debugfs;
+mod exclusive;
 mod foreign;
 #[macro_use]
 mod lock;
@@ -108,6 +109,7 @@ fn unwind_failed_load(e: Error, clients: KVec<core_client::CoreRegistration>) ->
 impl kernel::Module for NvidiaPeermem {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let config = params::Config::from_params()?;
+        exclusive::refuse_beside_others()?;
         // Before the clients: on a failure below, dropped after them.
         let stranded = stranded::Stash;
         let debugfs = debugfs::Dir::create();

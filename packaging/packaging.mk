@@ -12,8 +12,10 @@
 #   make deb                                         build/packaging/*.deb: the DKMS package
 #                                                    and peermem-check's (deb-tool)
 #   make rpm                                         build/packaging/rpm/: the DKMS RPM (rpmbuild)
-#   PEERMEM_DROPIN=1 with dkms-source, install or deb: the drop-in
-#   (nvidia-peermem-rs-dropin[-dkms]: nvidia-peermem.ko by NVIDIA's name)
+#   PEERMEM_DROPIN=1 (the default) with dkms-source, install, dkms-install,
+#   deb or rpm: the module by NVIDIA's name, nvidia_peermem
+#   (nvidia-peermem-rs-dropin[-dkms]: nvidia-peermem.ko); PEERMEM_DROPIN=0:
+#   the module by its own name, nvidia_peermem_rs (nvidia-peermem-rs[-dkms])
 #   make packaging-test                              all of it, host untouched
 #
 # Installed (DESTDIR prefixed):
@@ -50,12 +52,26 @@ SYSTEMCTL ?= systemctl
 
 # PEERMEM_DROPIN=1: the drop-in's DKMS tree, nvidia-peermem-rs-dropin: the
 # same sources built as nvidia-peermem.ko (module nvidia_peermem), which
-# depmod prefers (updates/dkms) over the driver's own copy.
-PEERMEM_DROPIN ?= 0
+# depmod prefers (updates/dkms) over the driver's own copy. The default:
+# NCCL and UCX decide whether to use GPUDirect RDMA by testing for
+# /sys/kernel/mm/memory_peers/nv_mem/version or /sys/module/nvidia_peermem/
+# version, and the PeerDirect core of DOCA-OFED 23.10+ on Linux 6.6+ has
+# no memory_peers tree, so there only a module named nvidia_peermem is
+# seen. PEERMEM_DROPIN=0 installs nvidia_peermem_rs, seen only where the
+# core publishes the tree (MLNX_OFED up to 23.07, or a kernel that still
+# exports mm_kobj).
+PEERMEM_DROPIN ?= 1
 ifeq ($(PEERMEM_DROPIN),1)
 PKG_DKMS_NAME := $(PKG_NAME)-dropin
 else
 PKG_DKMS_NAME := $(PKG_NAME)
+endif
+
+# The module's name, as modprobe and /sys/module know it.
+ifeq ($(PEERMEM_DROPIN),1)
+PKG_MODULE := nvidia_peermem
+else
+PKG_MODULE := nvidia_peermem_rs
 endif
 
 PKG_SRCTREE := $(USRSRCDIR)/$(PKG_DKMS_NAME)-$(PKG_VERSION)
@@ -173,7 +189,7 @@ dkms-install:
 		exit $$rc; }
 	$(DKMS) install -m $(PKG_DKMS_NAME) -v $(PKG_VERSION) -k $(KVER)
 	-if [ -d /run/systemd/system ]; then $(SYSTEMCTL) daemon-reload; fi
-	@echo "packaging: installed. Load now with 'modprobe nvidia_peermem_rs';" \
+	@echo "packaging: installed. Load now with 'modprobe $(PKG_MODULE)';" \
 		"load at boot with 'systemctl enable --now $(PKG_NAME).service'."
 
 dkms-remove:
@@ -242,7 +258,8 @@ rpm: dkms-source
 			"$$f" "$(PKG_RPM_TOP)/dist/$(PKG_RPM_DIST)/$$f" || exit 1; done
 	tar -C $(PKG_RPM_TOP)/dist --owner=0 --group=0 --sort=name -czf \
 		$(PKG_RPM_TOP)/SOURCES/$(PKG_RPM_DIST).tar.gz $(PKG_RPM_DIST)
-	sed -e 's/@VERSION@/$(PKG_VERSION)/g' \
+	sed -e 's/@VERSION@/$(PKG_VERSION)/g' -e 's/@DKMS_NAME@/$(PKG_DKMS_NAME)/g' \
+		-e 's/@DROPIN@/$(PEERMEM_DROPIN)/g' -e 's/@MODULE@/$(PKG_MODULE)/g' \
 		-e "s/@DATE@/$$(LC_ALL=C date -u -d "@$${SOURCE_DATE_EPOCH:-$$(date +%s)}" '+%a %b %d %Y')/g" \
 		$(PKG_SRC)/rpm/$(PKG_NAME).spec.in > $(PKG_RPM_TOP)/SPECS/$(PKG_NAME).spec
 	rpmbuild --define "_topdir $(PKG_RPM_TOP)" $(PKG_RPMBUILD_FLAGS) -bb $(PKG_RPM_TOP)/SPECS/$(PKG_NAME).spec

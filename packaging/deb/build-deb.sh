@@ -57,7 +57,7 @@ case "$name" in
 	;;
 *)
 	other="$name-dropin-dkms"
-	dropin=""
+	dropin=" .\n The module is named nvidia_peermem_rs. NCCL and UCX see it only where\n the PeerDirect core publishes /sys/kernel/mm/memory_peers (MLNX_OFED up\n to 23.07, or a kernel that exports mm_kobj); DOCA-OFED 23.10+ on Linux\n 6.6+ does not: install nvidia-peermem-rs-dropin-dkms there."
 	;;
 esac
 sed -e "s/@PACKAGE@/$pkg/g" -e "s/@VERSION@/$debversion/g" \

@@ -64,7 +64,10 @@ die() {
 }
 # The tool's package takes the release build (test_deb_tool makes it).
 tool_bin=$repo/target/release/peermem-check
-mk() { make --no-print-directory -f "$pkg/packaging.mk" PKG_OUT="$out" PKG_TOOL_BIN="$tool_bin" "$@"; }
+# The named build unless the caller says PEERMEM_DROPIN=1 (a later
+# assignment on make's command line wins); the default's own tests call
+# make without it.
+mk() { make --no-print-directory -f "$pkg/packaging.mk" PKG_OUT="$out" PKG_TOOL_BIN="$tool_bin" PEERMEM_DROPIN=0 "$@"; }
 
 # --- inputs ----------------------------------------------------------------
 kdir=${PACKAGING_KDIR:-}
@@ -582,21 +585,53 @@ test_dkms_remove() {
 }
 
 # make dkms-install / dkms-remove themselves, with every directory and the
-# dkms trees moved into the temp dir.
+# dkms trees moved into the temp dir, as a user runs them: the default
+# install, the module by NVIDIA's name (nvidia-peermem.ko), which NCCL and
+# UCX see on a core without /sys/kernel/mm/memory_peers.
 test_make_dkms_targets() {
 	local r=$T/mkdkms
 	mkdir -p "$r/lib/modules/$kver" "$r/dkms"
 	local vars=(USRSRCDIR="$r/usr/src" SYSCONFDIR="$r/etc" PREFIX="$r/usr" KVER="$kver" SYSTEMCTL=true
+		PKG_DKMS_FORCE_DIR="$r/usr/share/dkms/modules_to_force_install"
 		DKMS="dkms --dkmstree $r/dkms --sourcetree $r/usr/src --installtree $r/lib/modules --kernelsourcedir $kdir --no-depmod -j $jobs")
-	dkms_env make --no-print-directory -f "$pkg/packaging.mk" PKG_OUT="$out" dkms-install "${vars[@]}" || die "make dkms-install"
-	[ -f "$r/lib/modules/$kver/updates/dkms/nvidia_peermem_rs.ko" ] || die "make dkms-install installed no module"
-	[ -f "$r/etc/modprobe.d/$name.conf" ] && [ -f "$r/usr/src/$name-$version/dkms.conf" ] || die "files"
+	dkms_env make --no-print-directory -f "$pkg/packaging.mk" PKG_OUT="$out" dkms-install "${vars[@]}" >"$T/mkdkms.log" ||
+		die "make dkms-install"
+	[ -f "$r/lib/modules/$kver/updates/dkms/nvidia-peermem.ko" ] || die "make dkms-install did not install the default, nvidia-peermem.ko"
+	[ ! -e "$r/lib/modules/$kver/updates/dkms/nvidia_peermem_rs.ko" ] || die "make dkms-install installed nvidia_peermem_rs.ko"
+	grep -q "Load now with 'modprobe nvidia_peermem'" "$T/mkdkms.log" || die "make dkms-install names another module: $(tail -n 2 "$T/mkdkms.log")"
+	[ -f "$r/etc/modprobe.d/$name.conf" ] && [ -f "$r/usr/src/$name-dropin-$version/dkms.conf" ] || die "files"
+	grep -q '^ExecStart=/sbin/modprobe nvidia_peermem$' "$r/usr/lib/systemd/system/$name.service" || die "the unit does not load nvidia_peermem"
 	dkms_env make --no-print-directory -f "$pkg/packaging.mk" PKG_OUT="$out" dkms-remove "${vars[@]}" || die "make dkms-remove"
-	[ ! -e "$r/lib/modules/$kver/updates/dkms/nvidia_peermem_rs.ko" ] || die "module left after make dkms-remove"
+	[ ! -e "$r/lib/modules/$kver/updates/dkms/nvidia-peermem.ko" ] || die "module left after make dkms-remove"
 	local left
 	left=$(find "$r" -type f ! -path "$r/lib/modules/*")
 	[ -z "$left" ] || die "left after make dkms-remove: $left"
-	echo "make dkms-install then dkms-remove: module installed, then everything removed"
+	echo "make dkms-install then dkms-remove: nvidia-peermem.ko installed, then everything removed"
+}
+
+# The default of every install target is the module by NVIDIA's name: make
+# without PEERMEM_DROPIN stages the drop-in's DKMS tree, and make rpm
+# packs it.
+test_default_dropin() {
+	make --no-print-directory -s -f "$pkg/packaging.mk" PKG_OUT="$out" dkms-source >/dev/null ||
+		die "make dkms-source"
+	local conf=$out/dkms/$name-dropin-$version/dkms.conf
+	grep -q '^BUILT_MODULE_NAME\[0\]="nvidia-peermem"' "$conf" ||
+		die "make dkms-source's default is not the drop-in: no $conf with nvidia-peermem"
+	command -v rpmbuild >/dev/null || die "rpmbuild missing (packaging/deps.txt: rpm)"
+	make --no-print-directory -f "$pkg/packaging.mk" PKG_OUT="$out" rpm >"$res/rpmbuild-default.log" 2>&1 ||
+		{ tail -n 20 "$res/rpmbuild-default.log"; die "make rpm failed"; }
+	local rpm=$out/rpm/RPMS/noarch/$name-$version-1.noarch.rpm files scripts
+	# Whole outputs first: grep -q stops reading early, and under pipefail
+	# the writer's SIGPIPE would fail the test.
+	files=$(rpm -qpl "$rpm") && scripts=$(rpm -qp --scripts "$rpm") || die "rpm -qp $rpm"
+	grep -qx "/usr/src/$name-dropin-$version/dkms.conf" <<<"$files" ||
+		die "the default RPM lacks the drop-in's DKMS tree: $(grep dkms.conf <<<"$files")"
+	grep -qx "/usr/share/dkms/modules_to_force_install/$name-dropin" <<<"$files" ||
+		die "the default RPM lacks dkms's force-install entry"
+	grep -q "dkms install -m $name-dropin -v $version" <<<"$scripts" ||
+		die "the default RPM's scriptlets: $(grep dkms <<<"$scripts")"
+	echo "default: drop-in DKMS tree (nvidia-peermem.ko); default RPM installs $name-dropin"
 }
 
 # --- the Debian package -------------------------------------------------------------------
@@ -784,6 +819,7 @@ t deb-tool test_deb_tool
 t deb test_deb
 t lintian test_lintian
 t rpm test_rpm
+t default-dropin test_default_dropin
 t deb-dropin test_deb_dropin
 if [ -z "$kver" ]; then
 	bad "dkms (no Rust-enabled kernel tree: see $res/kernel.log)"

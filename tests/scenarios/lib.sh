@@ -139,11 +139,19 @@ load_provider() {
 	esac
 }
 
-# load_sim_stack [generation=modern|mofed51|legacy]: the simulated NVIDIA
-# provider, PeerDirect core and control device.
+# PD_MEMORY_PEERS: whether the simulated core publishes
+# /sys/kernel/mm/memory_peers (peerdirect_sim memory_peers=1: MLNX_OFED up
+# to 23.07, or a kernel that exports mm_kobj) or not (0: DOCA-OFED 23.10+
+# on Linux 6.6+, the core's own default, which has no duplicate-name check
+# either). The scenarios that read the tree's counters run with it (1);
+# those that must hold in both worlds pass memory_peers=0 or 1 themselves.
+PD_MEMORY_PEERS=${PD_MEMORY_PEERS:-1}
+
+# load_sim_stack [generation=modern|mofed51|legacy] [memory_peers=0|1]: the
+# simulated NVIDIA provider, PeerDirect core and control device.
 load_sim_stack() {
 	load_provider
-	load peerdirect_sim "$@"
+	load peerdirect_sim memory_peers="$PD_MEMORY_PEERS" "$@"
 	if [ -n "$(mod_path peermem_sim)" ]; then
 		load peermem_sim
 	fi

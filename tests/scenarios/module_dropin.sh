@@ -4,8 +4,10 @@
 # installed where DKMS puts it (/lib/modules/<kernel>/updates/dkms), beside
 # a stand-in for the NVIDIA driver's own copy (kernel/drivers/video, as
 # NVIDIA's installer puts it). `modprobe nvidia-peermem` loads ours by
-# NVIDIA's name; NCCL's three detection paths exist, doctor names the
-# implementation, the demo's validated transfer passes through it, it
+# NVIDIA's name; on a core without /sys/kernel/mm/memory_peers (DOCA-OFED
+# 23.10+ on Linux 6.6+) NCCL and UCX see it (/sys/module/nvidia_peermem/
+# version), doctor names the implementation and says so, the demo's
+# validated transfer passes through it, it
 # unloads leaving nothing; removing it (as `dkms remove` does: delete the
 # file, depmod) gives the driver's copy back to `modprobe nvidia-peermem`.
 # The copy under test is the one DKMS built from the drop-in package's tree
@@ -45,6 +47,8 @@ fi
 [ -f "$ours" ] || fail "the drop-in nvidia-peermem.ko is not staged under updates/dkms"
 [ -f "$theirs" ] || fail "the stand-in for the driver's nvidia-peermem.ko is not staged"
 log "drop-in from the $source build; the driver's copy: $theirs"
+# shellcheck disable=SC2034 # read by lib.sh's load_sim_stack
+PD_MEMORY_PEERS=0
 load_sim_stack generation=modern
 kdepmod || fail "depmod failed"
 modprobe nvidia-peermem persistent_api_support=0 || fail "modprobe nvidia-peermem failed"
@@ -53,13 +57,13 @@ modprobe nvidia-peermem persistent_api_support=0 || fail "modprobe nvidia-peerme
 # The module under NVIDIA's name is ours: our parameter and version.
 [ -e /sys/module/nvidia_peermem/parameters/coalesce_sg ] ||
 	fail "modprobe nvidia-peermem loaded the driver's copy, not the drop-in"
-for p in /sys/kernel/mm/memory_peers/nv_mem/version \
-	/sys/kernel/mm/memory_peers/nv_mem_nc/version \
-	/sys/module/nvidia_peermem/version; do
-	[ -r "$p" ] || fail "NCCL detection path $p missing"
-	log "$p: $(cat "$p")"
-done
+[ ! -e /sys/kernel/mm/memory_peers ] || fail "the core publishes memory_peers: not the core without it"
+p=/sys/module/nvidia_peermem/version
+[ -r "$p" ] || fail "NCCL and UCX detection path $p missing"
+log "$p: $(cat "$p")"
 doc=$(peermem-check doctor 2>&1)
+echo "$doc" | grep -qF "[PASS] NCCL / UCX will use GPUDirect RDMA: yes (via $p)" ||
+	fail "doctor does not say NCCL and UCX see the drop-in: $(echo "$doc" | grep 'NCCL / UCX')"
 echo "$doc" | grep -q "nvidia_peermem loaded (nvidia-peermem-rs drop-in" ||
 	fail "doctor does not name the drop-in: $(echo "$doc" | grep -i peer-memory)"
 # doctor reads depmod's choice as modprobe does, and tells ours by its .modinfo.
@@ -92,5 +96,5 @@ no_new_leaks
 # The scenario is for the copy DKMS built from the drop-in package: the
 # build's copy passing everything above is not that test.
 [ "$source" = dkms ] || skip "no DKMS-built drop-in (/extra/dropin, from make packaging-test): only the build's copy was tested" \
-	nccl_paths=3 dropin_from="$source" leaks="$LEAKS"
-pass nccl_paths=3 implementation=drop-in dropin_from="$source" restored=driver-copy leaks="$LEAKS"
+	visible_via=sys_module dropin_from="$source" leaks="$LEAKS"
+pass visible_via=sys_module implementation=drop-in dropin_from="$source" restored=driver-copy leaks="$LEAKS"

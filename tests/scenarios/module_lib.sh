@@ -5,7 +5,8 @@
 # The script's arguments KEY=VALUE (the positional parameters a sourced
 # file sees) become shell variables, only the keys below, with defaults:
 # generation=modern peerdirect_support=0 persistent_api_support=1
-# coalesce_sg=0.
+# coalesce_sg=0, and memory_peers=0|1 (whether the simulated core publishes
+# /sys/kernel/mm/memory_peers: lib.sh's PD_MEMORY_PEERS, 1 unless given).
 
 generation=modern
 peerdirect_support=0
@@ -17,6 +18,7 @@ for _a in "$@"; do
 	peerdirect_support=[0-9]*) peerdirect_support=${_a#*=} ;;
 	persistent_api_support=[0-9]*) persistent_api_support=${_a#*=} ;;
 	coalesce_sg=[0-9]*) coalesce_sg=${_a#*=} ;;
+	memory_peers=0 | memory_peers=1) PD_MEMORY_PEERS=${_a#*=} ;;
 	*) fail "unknown scenario argument $_a" ;;
 	esac
 done

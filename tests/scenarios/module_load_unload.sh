@@ -1,14 +1,16 @@
 #!/bin/sh
 # shellcheck disable=SC1091,SC2154 # lib.sh and module_lib.sh, at /scenarios in the VM
 # Load and unload nvidia_peermem_rs with the given parameters: the clients
-# appear under /sys/kernel/mm/memory_peers (NCCL's detection paths) with our
-# version, /sys/module/nvidia_peermem_rs/version and the parameters read
-# back, debugfs is root-only, and everything disappears on unload. Only the
+# appear under /sys/kernel/mm/memory_peers with our version where the core
+# publishes that tree (memory_peers=1) and nowhere there where it does not
+# (0: DOCA-OFED 23.10+ on Linux 6.6+), /sys/module/nvidia_peermem_rs/version
+# and the parameters read back, debugfs is root-only, and everything
+# disappears on unload. Only the
 # invalidating nv_mem is an extended client (at peerdirect_support=0); a
 # persistent client registers as a plain peer_memory_client, as NVIDIA's
 # does, and the load message names the invalidation mode of the
 # invalidating client only.
-#   module_load_unload [generation=..] [peerdirect_support=N] [persistent_api_support=N]
+#   module_load_unload [generation=..] [peerdirect_support=N] [persistent_api_support=N] [memory_peers=0|1]
 . /scenarios/lib.sh
 . /scenarios/module_lib.sh
 
@@ -25,9 +27,11 @@ for p in peerdirect_support persistent_api_support coalesce_sg; do
 	perm=$(stat -c %a $f)
 	[ "$perm" = 444 ] || fail "$f has mode $perm, want 444"
 done
-[ "$(cat "$PM_PEERS"/nv_mem/version)" = "$version" ] ||
+if [ "$PD_MEMORY_PEERS" = 0 ]; then
+	[ ! -e "$PM_PEERS" ] || fail "$PM_PEERS exists on a core without the tree: $(ls "$PM_PEERS")"
+elif [ "$(cat "$PM_PEERS"/nv_mem/version)" != "$version" ]; then
 	fail "memory_peers/nv_mem/version is '$(cat "$PM_PEERS"/nv_mem/version 2>&1)', want $version"
-if [ "$persistent_api_support" = 0 ]; then
+elif [ "$persistent_api_support" = 0 ]; then
 	[ "$(cat "$PM_PEERS"/nv_mem_nc/version)" = "$version" ] || fail "memory_peers/nv_mem_nc/version missing"
 else
 	[ ! -e "$PM_PEERS"/nv_mem_nc ] || fail "nv_mem_nc registered with persistent_api_support=1"

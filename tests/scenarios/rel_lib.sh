@@ -173,7 +173,7 @@ stack_up_fixtures() {
 	# generation (r535: drivers 535 to 555), as it would on a node
 	# shellcheck disable=SC2046
 	load nvidia_p2p_sim rm_lock_lockdep="$PSIM_RM_LOCKDEP" $(nvidia_client && echo driver=r535)
-	load peerdirect_sim generation="$gen" "$@"
+	load peerdirect_sim generation="$gen" memory_peers="$PD_MEMORY_PEERS" "$@"
 	load peermem_sim
 	[ -c /dev/peermem_sim ] || fail "/dev/peermem_sim did not appear"
 }

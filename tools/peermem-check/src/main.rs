@@ -318,6 +318,11 @@ fn closing_line(o: &Outcome, verdict: Verdict, target: &str) -> String {
 fn finish(o: Outcome, json: bool, target: &str) -> ExitCode {
     let s = Summary::of(&o.checks);
     let verdict = s.overall();
+    // A transfer that works proves the data path, not that NCCL and UCX
+    // will take it: they decide by file tests of their own. Said beside
+    // the verdict, which it does not change.
+    let visibility = (o.command == "validate")
+        .then(|| doctor::gpudirect_visibility(&doctor::SysRoot::new(std::path::Path::new("/"))));
     if json {
         let mut doc = json!({
             "tool": "peermem-check",
@@ -333,12 +338,18 @@ fn finish(o: Outcome, json: bool, target: &str) -> ExitCode {
             for (k, v) in e {
                 d.insert(k.clone(), v.clone());
             }
+            if let Some(v) = &visibility {
+                d.insert("gpudirect_visibility".into(), json!(v));
+            }
         }
         report::print_json(&doc);
     } else {
         report::print_human(&o.checks);
         for n in &o.notes {
             println!("{n}");
+        }
+        if let Some(v) = &visibility {
+            print!("{}", report::human(std::slice::from_ref(v)));
         }
         println!(
             "{} {}: {}",

@@ -23,12 +23,23 @@ pub const CLIENTS: &[(&str, &str)] = &[
     ("nv_peer_mem", "Mellanox's legacy nv_peer_mem"),
 ];
 
-/// The paths NCCL, UCX and others test to decide "GPUDirect RDMA available".
+/// The files NCCL's IB transport tests, in its order, to decide whether
+/// to use GPUDirect RDMA: it only asks whether one exists.
 pub const NCCL_PATHS: &[&str] = &[
     "/sys/kernel/mm/memory_peers/nv_mem/version",
     "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
     "/sys/module/nvidia_peermem/version",
 ];
+
+/// The files UCX's IB memory domain tests for the same decision.
+pub const UCX_PATHS: &[&str] = &[
+    "/sys/kernel/mm/memory_peers/nv_mem/version",
+    "/sys/module/nvidia_peermem/version",
+    "/sys/module/nv_peer_mem/version",
+];
+
+/// The line doctor and validate print about NCCL and UCX.
+pub const VISIBILITY_TITLE: &str = "NCCL / UCX will use GPUDirect RDMA";
 
 /// The oldest driver branch whose P2P page tables the module reads.
 pub const MIN_DRIVER_MAJOR: u32 = 515;
@@ -55,7 +66,7 @@ pub fn run(inp: &Inputs) -> Vec<Check> {
         install::systemd_unit(r),
         install::modprobe_target(r),
         p2p_page_table(r),
-        nccl_detection(r),
+        gpudirect_visibility(r),
         peerdirect_core(r),
         peerdirect_support(r),
         rdma_devices(r),
@@ -282,7 +293,7 @@ fn peer_memory_client(r: &SysRoot) -> Check {
             T,
             "no peer-memory client module is loaded",
         )
-        .fix("modprobe nvidia_peermem_rs (or NVIDIA's nvidia-peermem)")
+        .fix("modprobe nvidia-peermem (this project's default install, or NVIDIA's)")
         .data(data),
         [m] => {
             let who = implementation(r, m);
@@ -310,7 +321,7 @@ fn peer_memory_client(r: &SysRoot) -> Check {
             "peer_memory_client",
             T,
             format!(
-                "{} are all loaded: only one can register nv_mem",
+                "{} are all loaded: the core gives each memory region to the first client registered, and a core without /sys/kernel/mm/memory_peers does not refuse a second nv_mem",
                 many.join(", ")
             ),
         )
@@ -326,26 +337,74 @@ fn peer_memory_client(r: &SysRoot) -> Check {
     }
 }
 
-fn nccl_detection(r: &SysRoot) -> Check {
-    const T: &str = "NCCL/UCX detection paths";
-    let found: Vec<&str> = NCCL_PATHS.iter().copied().filter(|p| r.exists(p)).collect();
-    let data = json!({"present": found, "checked": NCCL_PATHS});
-    if found.is_empty() {
-        let why = if loaded_clients(r).is_empty() {
-            "none of the paths exist: NCCL will not use GPUDirect RDMA"
-        } else {
-            "a client module is loaded but nv_mem is not registered with the PeerDirect core"
-        };
-        return Check::fail("nccl_detection", T, why)
-            .fix("load a peer-memory client that registers nv_mem; check dmesg if one is loaded")
-            .data(data);
+/// Whether NCCL and UCX will use GPUDirect RDMA here, decided as they
+/// decide it: by whether one of the files they test exists. The PeerDirect
+/// core publishes `/sys/kernel/mm/memory_peers` only where it was built
+/// against a kernel that exports `mm_kobj` (every MLNX_OFED up to 23.07;
+/// DOCA-OFED 23.10 on only on kernels before about 6.6), so on current
+/// nodes only a module named `nvidia_peermem` (or `nv_peer_mem`) is seen.
+pub fn gpudirect_visibility(r: &SysRoot) -> Check {
+    let first = |paths: &[&'static str]| paths.iter().copied().find(|p| r.exists(p));
+    let nccl = first(NCCL_PATHS);
+    let ucx = first(UCX_PATHS);
+    let tree = r.exists("/sys/kernel/mm/memory_peers");
+    let data = json!({
+        "nccl": nccl,
+        "ucx": ucx,
+        "nccl_checks": NCCL_PATHS,
+        "ucx_checks": UCX_PATHS,
+        "memory_peers_tree": tree,
+    });
+    let id = "nccl_detection";
+    match (nccl, ucx) {
+        (Some(n), Some(u)) if n == u => {
+            Check::pass(id, VISIBILITY_TITLE, format!("yes (via {n})")).data(data)
+        }
+        (Some(n), Some(u)) => Check::pass(
+            id,
+            VISIBILITY_TITLE,
+            format!("yes (NCCL via {n}, UCX via {u})"),
+        )
+        .data(data),
+        (Some(n), None) => Check::warn(
+            id,
+            VISIBILITY_TITLE,
+            format!(
+                "NCCL yes (via {n}); UCX no: it tests none of {}",
+                UCX_PATHS.join(", ")
+            ),
+        )
+        .fix(VISIBILITY_FIX)
+        .data(data),
+        (None, Some(u)) => Check::warn(
+            id,
+            VISIBILITY_TITLE,
+            format!(
+                "UCX yes (via {u}); NCCL no: it tests none of {}",
+                NCCL_PATHS.join(", ")
+            ),
+        )
+        .fix(VISIBILITY_FIX)
+        .data(data),
+        (None, None) => {
+            let loaded = loaded_clients(r);
+            let why = if loaded.contains(&"nvidia_peermem_rs") && !tree {
+                "no: nvidia_peermem_rs is loaded, but this PeerDirect core has no /sys/kernel/mm/memory_peers (DOCA-OFED 23.10+ on Linux 6.6+) and NCCL and UCX look for /sys/module/nvidia_peermem"
+            } else if loaded.is_empty() {
+                "no: no peer-memory client is loaded, none of the files NCCL and UCX test exists"
+            } else {
+                "no: a client module is loaded, but none of the files NCCL and UCX test exists (nv_mem not registered?)"
+            };
+            Check::fail(id, VISIBILITY_TITLE, why)
+                .fix(VISIBILITY_FIX)
+                .data(data)
+        }
     }
-    let versions: Vec<String> = found
-        .iter()
-        .map(|p| format!("{p} = {}", r.read(p).unwrap_or_default()))
-        .collect();
-    Check::pass("nccl_detection", T, versions.join(", ")).data(data)
 }
+
+/// How to become visible: the module under NVIDIA's name, which NCCL and
+/// UCX find on every core and kernel.
+const VISIBILITY_FIX: &str = "install the default package (module nvidia_peermem: nvidia-peermem-rs-dropin-dkms, or make dkms-install) and modprobe nvidia-peermem; nvidia_peermem_rs is seen only where /sys/kernel/mm/memory_peers exists";
 
 /// Core generation from `ofed_info -s` (`MLNX_OFED_LINUX-5.8-3.0.7.0:`,
 /// `OFED-internal-24.10-1.1.4:`): `Some(true)` legacy (<= 5.0).
@@ -855,6 +914,69 @@ mod tests {
         assert!(rs_reads_page_table(0x0002_0000));
         assert!(!rs_reads_page_table(0x0001_0001));
         assert!(!rs_reads_page_table(0x0003_0000));
+    }
+
+    /// A root holding `files` (paths under /sys), each with "1\n".
+    fn root_with(files: &[&str]) -> (tempfile::TempDir, SysRoot) {
+        let t = tempfile::tempdir().unwrap();
+        for f in files {
+            let p = t.path().join(f.trim_start_matches('/'));
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "1\n").unwrap();
+        }
+        let r = SysRoot::new(t.path());
+        (t, r)
+    }
+
+    #[test]
+    fn visibility_as_nccl_and_ucx_decide() {
+        let cases: &[(&[&str], Verdict, &str)] = &[
+            // The named build on a core with the tree.
+            (
+                &[
+                    "/sys/module/nvidia_peermem_rs/version",
+                    "/sys/kernel/mm/memory_peers/nv_mem/version",
+                ],
+                Verdict::Pass,
+                "yes (via /sys/kernel/mm/memory_peers/nv_mem/version)",
+            ),
+            // The drop-in on a core without it.
+            (
+                &["/sys/module/nvidia_peermem/version"],
+                Verdict::Pass,
+                "yes (via /sys/module/nvidia_peermem/version)",
+            ),
+            // The named build on a core without it: seen by neither.
+            (
+                &["/sys/module/nvidia_peermem_rs/version"],
+                Verdict::Fail,
+                "no: nvidia_peermem_rs is loaded, but this PeerDirect core has no /sys/kernel/mm/memory_peers",
+            ),
+            (&[], Verdict::Fail, "no: no peer-memory client is loaded"),
+            // nv_mem_nc alone: NCCL tests it, UCX does not.
+            (
+                &[
+                    "/sys/module/nvidia_peermem_rs/version",
+                    "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
+                ],
+                Verdict::Warn,
+                "NCCL yes (via /sys/kernel/mm/memory_peers/nv_mem_nc/version); UCX no",
+            ),
+            // nv_peer_mem without the tree: UCX tests it, NCCL does not.
+            (
+                &["/sys/module/nv_peer_mem/version"],
+                Verdict::Warn,
+                "UCX yes (via /sys/module/nv_peer_mem/version); NCCL no",
+            ),
+        ];
+        for (files, verdict, detail) in cases {
+            let (_t, r) = root_with(files);
+            let c = gpudirect_visibility(&r);
+            assert_eq!(c.verdict, *verdict, "{files:?}: {}", c.detail);
+            assert!(c.detail.starts_with(detail), "{files:?}: {}", c.detail);
+            assert_eq!(c.title, VISIBILITY_TITLE);
+            assert_eq!(c.fix.is_some(), *verdict != Verdict::Pass, "{files:?}");
+        }
     }
 
     #[test]
