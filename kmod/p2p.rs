@@ -147,9 +147,10 @@ impl Process {
     }
 }
 
-impl core::fmt::Display for Process {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "{}", self.0)
+impl Process {
+    /// Its thread group id, for the log.
+    pub(crate) fn id(self) -> i32 {
+        self.0
     }
 }
 

@@ -805,8 +805,8 @@ impl Registration {
                 self.id,
                 self.range.start(),
                 self.range.end(),
-                here,
-                owner,
+                here.id(),
+                owner.id(),
                 when
             );
         }
