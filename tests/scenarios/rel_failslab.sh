@@ -89,7 +89,9 @@ fs_off() {
 # has nothing left to fail; after each run, `after_run` checks the state.
 # CMD "load" is `simtest load-module --fail-nth N` of our module (armed
 # right before finit_module); any other CMD runs with the shell's fail-nth
-# armed before exec (only allocations with our module on the stack count).
+# armed before exec (only allocations with our module on the stack count),
+# so a simtest CMD runs in its own process (--own-process): fail-nth is the
+# task's, and a simtest call otherwise runs in the simtest server.
 nth_loop() {
 	_name=$1
 	shift
@@ -176,12 +178,12 @@ after_run() {
 	[ "$(refcnt)" = "$REL_IDLE_REF" ] || fail "refcount $(refcnt) after allocation failure #$_n" $(figures)
 	range_module
 }
-nth_loop "register/DMA/deregister" simtest roundtrip 256K --offset 4097 --len 150000
+nth_loop "register/DMA/deregister" simtest --own-process roundtrip 256K --offset 4097 --len 150000
 
 # ---- 3. the free callback, then the deregistration ------------------------
 if [ "$pers" = 0 ]; then
 	# simtest gpu-free of a VA known only once before_run registered it.
-	printf '#!/bin/sh\nexec simtest gpu-free "$(cat /tmp/rel_va)"\n' >/tmp/rel_free.sh
+	printf '#!/bin/sh\nexec simtest --own-process gpu-free "$(cat /tmp/rel_va)"\n' >/tmp/rel_free.sh
 	chmod +x /tmp/rel_free.sh
 	before_run() {
 		fs_off
