@@ -57,6 +57,21 @@ if [ "$PEERMEM_KERNEL" != "$PEERMEM_PRIMARY_KERNEL" ]; then
 	make -s -C "$kdir" M="$tree/tests/fixtures/r525" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
 	make -s -C "$kdir" M="$tree" "${PEERMEM_KMAKE_ARGS[@]}" \
 		"KBUILD_EXTRA_SYMBOLS=$tree/tests/fixtures/Module.symvers" PEERMEM_KUNIT=1 -j"$jobs" modules >&2
+	# The drop-in and the stand-in for the driver's copy, as for the
+	# primary kernel below (build/dropin and tests/fixtures/driver-copy of
+	# the tree, where mkinitramfs.sh looks): the module's refusal to load
+	# beside another client and what NCCL and UCX see of each build are
+	# checked on every kernel.
+	echo "build: kernel $PEERMEM_KERNEL: nvidia-peermem.ko (drop-in) and the driver's stand-in" >&2
+	make -s -C "$kdir" M="$tree/tests/fixtures/driver-copy" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
+	mkdir -p "$tree/build/dropin"
+	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' \
+		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \
+		VERSION Kbuild kmod ffi | tar -C "$tree/build/dropin" -xf -
+	make -s -C "$kdir" M="$tree/build/dropin" "${PEERMEM_KMAKE_ARGS[@]}" \
+		"KBUILD_EXTRA_SYMBOLS=$tree/tests/fixtures/Module.symvers" PEERMEM_DROPIN=1 \
+		-j"$jobs" nvidia-peermem.ko 2>&1 | grep -v "^nvidia_peermem_rs:" >&2 || true
+	[ -f "$tree/build/dropin/nvidia-peermem.ko" ] || { echo "build: the drop-in did not build" >&2; exit 1; }
 	wait_cargo
 	echo "$kdir"
 	exit 0

@@ -39,6 +39,9 @@ cp -r "$repo"/tests/scenarios/data "$stage/scenarios/" 2>/dev/null || true
 # (tests/build-all.sh).
 # shellcheck source=../kernel/toolchain.sh
 . "$repo/tests/kernel/toolchain.sh"
+# PEERMEM_VM_MODULES given by the caller (not the other kernel's tree):
+# only the modules found there.
+modules_given=${PEERMEM_VM_MODULES:-}
 if [ -z "${PEERMEM_VM_MODULES:-}" ] && [ "$PEERMEM_MODULE_TREE_REL" != . ]; then
 	PEERMEM_VM_MODULES=$repo/$PEERMEM_MODULE_TREE_REL
 fi
@@ -65,14 +68,14 @@ fi
 # The drop-in (nvidia-peermem.ko) where DKMS installs it, and the stand-in
 # for the driver's own copy where NVIDIA's installer puts it, so the
 # guest's depmod/modprobe choose between them by NVIDIA's module name
-# (built against the test kernel only).
-if [ -z "${PEERMEM_VM_MODULES:-}" ] && [ -f "$repo/build/dropin/nvidia-peermem.ko" ]; then
+# (tests/build-all.sh builds both for each kernel of the matrix).
+if [ -z "$modules_given" ] && [ -f "$modroot/build/dropin/nvidia-peermem.ko" ]; then
 	mkdir -p "$stage/lib/modules/$release/updates/dkms"
-	cp "$repo/build/dropin/nvidia-peermem.ko" "$stage/lib/modules/$release/updates/dkms/"
+	cp "$modroot/build/dropin/nvidia-peermem.ko" "$stage/lib/modules/$release/updates/dkms/"
 fi
-if [ -z "${PEERMEM_VM_MODULES:-}" ] && [ -f "$repo/tests/fixtures/driver-copy/nvidia-peermem.ko" ]; then
+if [ -z "$modules_given" ] && [ -f "$modroot/tests/fixtures/driver-copy/nvidia-peermem.ko" ]; then
 	mkdir -p "$stage/lib/modules/$release/kernel/drivers/video"
-	cp "$repo/tests/fixtures/driver-copy/nvidia-peermem.ko" \
+	cp "$modroot/tests/fixtures/driver-copy/nvidia-peermem.ko" \
 		"$stage/lib/modules/$release/kernel/drivers/video/"
 fi
 
