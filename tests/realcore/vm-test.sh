@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Boot suites against MLNX_OFED's real PeerDirect core instead of the
+# simulated one (make vm-test SUITE=<name> PEERMEM_OFED_SRC=<tree>).
+#   vm-test.sh KDIR RESULTS_DIR SUITE_FILE...
+# PEERMEM_OFED_SRC names the mlnx-ofa_kernel source tree. The core is built
+# (build-real-core.sh) into build/realcore/, packed into the initramfs as
+# peerdirect_sim.ko in place of the simulator, and each suite boots with
+# the scenario lines of other core generations left out (a real core is
+# one generation; generation=/gen= words name the simulator's), together
+# with the "caught" line that belongs to a line left out. The suites so cut
+# are under RESULTS_DIR/realcore-suites/ for the record.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+die() { echo "realcore vm-test: $*" >&2; exit 2; }
+[ $# -ge 3 ] || die "usage: vm-test.sh KDIR RESULTS_DIR SUITE_FILE..."
+[ -n "${PEERMEM_OFED_SRC:-}" ] || die "PEERMEM_OFED_SRC is not set (the MLNX_OFED source tree to take peer_mem.c from)"
+kdir=$1
+results=$2
+shift 2
+out=$repo/build/realcore/$(printf '%s' "$(cd "$PEERMEM_OFED_SRC" 2>/dev/null && pwd || echo "$PEERMEM_OFED_SRC")" | md5sum | cut -c1-12)
+ko=$("$repo/tests/realcore/build-real-core.sh" "$kdir" "$PEERMEM_OFED_SRC" "$out") || exit 2
+# shellcheck source=/dev/null
+. "$out/core.env"
+
+cut_dir=$results/realcore-suites
+mkdir -p "$cut_dir"
+suites=()
+for f in "$@"; do
+	n=$(basename "$f")
+	awk -v gen="$RC_GENERATION" '
+		function other(line,   w, i, n, v) {
+			n = split(line, w, /[ \t]+/)
+			for (i = 1; i <= n; i++)
+				if (w[i] ~ /^(generation|gen)=/) {
+					v = w[i]; sub(/^[a-z]+=/, "", v)
+					if (v != gen) return 1
+				}
+			return 0
+		}
+		/^scenario[ \t]/ { dropped = other($0); if (dropped) next; print; next }
+		/^caught[ \t]/ { if (dropped) next; print; next }
+		{ print }
+	' "$f" >"$cut_dir/$n"
+	echo "realcore vm-test: $n: $(grep -c '^scenario' "$f") scenario lines, $(grep -c '^scenario' "$cut_dir/$n") for generation $RC_GENERATION (MLNX_OFED $RC_RELEASE's core)" >&2
+	suites+=("$cut_dir/$n")
+done
+export PEERMEM_REAL_CORE_KO=$ko
+export PEERMEM_VM_SUITES=$cut_dir
+exec "$repo/tests/run-vm-suites.sh" "$kdir" "$results" "${suites[@]}"
