@@ -56,9 +56,13 @@ if grep -qw 'mm_kobj' "$core"; then
 	flags+=(-DRC_MM_KOBJ)
 	core_flags+=(-Dmm_kobj=rc_mm_kobj)
 fi
+# The package release the spec names (OFED.25.10.1.7.1.1 -> 25.10.1.7.1.1),
+# else its version; PEERMEM_OFED_RELEASE overrides both.
 release=
 if [ -f "$tree/mlnx-ofa_kernel.spec" ]; then
-	release=$(sed -n 's/^%{!?_version: %global _version \([^}]*\)}.*/\1/p' "$tree/mlnx-ofa_kernel.spec" | head -n 1)
+	release=$(sed -n 's/^%{!?_release: %global _release OFED\.\([^}]*\)}.*/\1/p' "$tree/mlnx-ofa_kernel.spec" | head -n 1)
+	[ -n "$release" ] ||
+		release=$(sed -n 's/^%{!?_version: %global _version \([^}]*\)}.*/\1/p' "$tree/mlnx-ofa_kernel.spec" | head -n 1)
 fi
 release=${PEERMEM_OFED_RELEASE:-${release:-unknown}}
 case "$release" in

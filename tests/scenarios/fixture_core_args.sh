@@ -21,7 +21,7 @@ va=$(gpu_alloc 256K)
 # force = !writable
 for acc in rr lw; do
 	_o=$(st mr-reg "$va" 64K "$acc") || exit 1
-	line=$(dmesg | grep "ref_mem: get_pages write=" | tail -n 1)
+	line=$(dmesg | grep "ref_mem: get_pages addr=" | tail -n 1)
 	case "$acc,$line" in
 	rr,*"write=1 force=1 sg_head=NULL") ;;
 	lw,*"write=1 force=0 sg_head=NULL") ;;
