@@ -40,6 +40,11 @@ if grep -q 'ib_get_peer_private_data' "$core"; then
 	gen=legacy
 elif grep -q 'ib_umem_stop_invalidation_notifier' "$core"; then
 	gen=modern
+	# 5.4-3 .. 24.10: the stop notifier locks in the branch for an MR
+	# whose caller still holds the lock (fixed in 25.04)
+	if grep -q 'else if (umem_p->xa_id != PEER_NO_INVALIDATION_ID)' "$core"; then
+		gen=modern2410
+	fi
 elif grep -q 'ib_peer_umem_get' "$core"; then
 	gen=mofed51
 else
