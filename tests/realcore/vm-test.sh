@@ -9,6 +9,9 @@
 # one generation; generation=/gen= words name the simulator's), together
 # with the "caught" line that belongs to a line left out. The suites so cut
 # are under RESULTS_DIR/realcore-suites/ for the record.
+# PEERMEM_REALCORE_SKIP=REGEX (grep -E) leaves out the scenario lines it
+# matches too (e.g. a scenario that oopses the real core, which would end
+# the boot there), said in the output.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 die() { echo "realcore vm-test: $*" >&2; exit 2; }
@@ -31,7 +34,7 @@ for f in "$@"; do
 	# the 5.4-3 .. 24.10 core runs the modern lines too (its glue answers
 	# to generation=modern)
 	[ "$RC_GENERATION" = modern2410 ] && also=modern
-	awk -v gen="$RC_GENERATION" -v also="$also" '
+	awk -v gen="$RC_GENERATION" -v also="$also" -v skip="${PEERMEM_REALCORE_SKIP:-}" '
 		function other(line,   w, i, n, v) {
 			n = split(line, w, /[ \t]+/)
 			for (i = 1; i <= n; i++)
@@ -41,11 +44,16 @@ for f in "$@"; do
 				}
 			return 0
 		}
-		/^scenario[ \t]/ { dropped = other($0); if (dropped) next; print; next }
+		/^scenario[ \t]/ {
+			dropped = other($0) || (skip != "" && $0 ~ skip)
+			if (dropped) next
+			print
+			next
+		}
 		/^caught[ \t]/ { if (dropped) next; print; next }
 		{ print }
 	' "$f" >"$cut_dir/$n"
-	echo "realcore vm-test: $n: $(grep -c '^scenario' "$f") scenario lines, $(grep -c '^scenario' "$cut_dir/$n") for generation $RC_GENERATION (MLNX_OFED $RC_RELEASE's core)" >&2
+	echo "realcore vm-test: $n: $(grep -c '^scenario' "$f") scenario lines, $(grep -c '^scenario' "$cut_dir/$n") for generation $RC_GENERATION (MLNX_OFED $RC_RELEASE's core)${PEERMEM_REALCORE_SKIP:+, without those matching $PEERMEM_REALCORE_SKIP}" >&2
 	suites+=("$cut_dir/$n")
 done
 export PEERMEM_REAL_CORE_KO=$ko
