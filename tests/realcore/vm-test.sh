@@ -35,14 +35,15 @@ for f in "$@"; do
 	# to generation=modern)
 	[ "$RC_GENERATION" = modern2410 ] && also=modern
 	awk -v gen="$RC_GENERATION" -v also="$also" -v skip="${PEERMEM_REALCORE_SKIP:-}" '
+		# a line without generation= or gen= runs the default, modern
 		function other(line,   w, i, n, v) {
 			n = split(line, w, /[ \t]+/)
+			v = "modern"
 			for (i = 1; i <= n; i++)
 				if (w[i] ~ /^(generation|gen)=/) {
 					v = w[i]; sub(/^[a-z]+=/, "", v)
-					if (v != gen && v != also) return 1
 				}
-			return 0
+			return v != gen && v != also
 		}
 		/^scenario[ \t]/ {
 			dropped = other($0) || (skip != "" && $0 ~ skip)
