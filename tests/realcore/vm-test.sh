@@ -6,7 +6,8 @@
 # (build-real-core.sh) into build/realcore/, packed into the initramfs as
 # peerdirect_sim.ko in place of the simulator, and each suite boots with
 # the scenario lines of other core generations left out (a real core is
-# one generation; generation=/gen= words name the simulator's), together
+# one generation; generation=/gen= words name the simulator's, and a line
+# without one runs the default, modern), together
 # with the "caught" line that belongs to a line left out. The suites so cut
 # are under RESULTS_DIR/realcore-suites/ for the record.
 # PEERMEM_REALCORE_SKIP=REGEX (grep -E) leaves out the scenario lines it
