@@ -7,6 +7,8 @@
 #   make check      the fast loop while working: host tests, lint, build, one VM boot
 #   make deps       install the Debian packages and tools (run by demo/test)
 #   make vm-test SUITE=name   build and boot one suite of tests/vm/suites/
+#                   (PEERMEM_OFED_SRC=<mlnx-ofa_kernel tree>: against MLNX_OFED's
+#                   real PeerDirect core, docs/real-core.md)
 #   make bench      the in-VM benchmarks on every kernel's production config and the debug kernel
 #                   (see tests/bench/README.md)
 #   make bench-kernel  build (or find cached) the production-config bench kernel
@@ -63,7 +65,10 @@ vm-test: deps
 	@f=$$(ls tests/vm/suites/$(SUITE).suite tests/vm/check/$(SUITE).suite \
 		tests/vm/soak-suites/$(SUITE).suite tests/vm/selftest/$(SUITE).suite 2>/dev/null | head -n 1); \
 	test -n "$$f" || { echo "make vm-test: no suite $(SUITE) (tests/vm/{suites,check,soak-suites,selftest}/)"; exit 2; }; \
-	kdir=$$(tests/build-all.sh) && tests/run-vm-suites.sh "$$kdir" $(RESULTS) $$f
+	kdir=$$(tests/build-all.sh) && \
+	if [ -n "$(PEERMEM_OFED_SRC)" ]; then \
+		PEERMEM_OFED_SRC="$(PEERMEM_OFED_SRC)" tests/realcore/vm-test.sh "$$kdir" $(RESULTS) $$f; \
+	else tests/run-vm-suites.sh "$$kdir" $(RESULTS) $$f; fi
 
 bench: deps
 	RESULTS=$(RESULTS) tests/bench/run-bench.sh

@@ -23,6 +23,12 @@ if try_load peermem_refclient abi=ex 2>/dev/null; then
 	fail "the legacy core took an extended client"
 fi
 dmesg_has "non-function words after release" || fail "no message for the ABI"
+# 4.9 refuses a client without get_page_size at registration
+if try_load peermem_refclient abi=legacy omit=get_page_size 2>/dev/null; then
+	fail "the legacy core took a client without get_page_size"
+fi
+dmesg_has "lacks the mandatory op get_page_size" ||
+	fail "no message for the legacy core's missing get_page_size"
 for abi in plain legacy; do
 	load_refclient abi=$abi
 	va=$(gpu_alloc 64K)

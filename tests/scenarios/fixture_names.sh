@@ -1,5 +1,6 @@
 #!/bin/sh
-# Registration rules: the mandatory-op check, name uniqueness (sysfs),
+# Registration rules: the mandatory-op check (and get_page_size, which the
+# real cores call without a check), name uniqueness (sysfs),
 # acquire in registration order, declined and unclaimed ranges (-EFAULT, what
 # ibv_reg_mr gives on GPU memory without a client), the register fault knob.
 . /scenarios/lib.sh
@@ -17,8 +18,17 @@ for op in acquire get_pages put_pages dma_map dma_unmap; do
 	fi
 	dmesg_has "lacks the mandatory op $op" || fail "no message for $op"
 done
-# get_page_size and release are optional
+# release is optional
 load_refclient omit=release name=ref_norel
+unload peermem_refclient
+# get_page_size is not: the cores from MLNX_OFED 5.1-2.3.7.1 on take such a
+# client and call it unconditionally at its first MR (an oops on a node;
+# the simulator refuses the MR and says why), 4.9 refuses the client
+# (fixture_generations)
+load_refclient omit=get_page_size name=ref_nops
+st_errno EFAULT mr-reg "$va" 4096
+dmesg_has "client ref_nops has no get_page_size" ||
+	fail "no message for a client without get_page_size"
 unload peermem_refclient
 
 # a taken name

@@ -54,6 +54,12 @@ done < <(find "$modroot" -name '*.ko' -not -path "$modroot/target/*" \
 	-not -path "$modroot/results/*" -not -path "$modroot/build/*" -not -path "$modroot/.git/*" \
 	-not -path "$modroot/tests/fixtures/driver-copy/*")
 
+# PEERMEM_REAL_CORE_KO=FILE: MLNX_OFED's real PeerDirect core, built as
+# peerdirect_sim.ko (tests/realcore/), in place of the simulated core.
+if [ -n "${PEERMEM_REAL_CORE_KO:-}" ]; then
+	cp "$PEERMEM_REAL_CORE_KO" "$stage/lib/modules/$release/extra/peerdirect_sim.ko"
+fi
+
 # NVIDIA's own nvidia-peermem of each fetched release, built against the
 # fixtures (tests/nvidia/build-nvidia-peermem.sh: nvidia_peermem_<major>.ko,
 # client=nv<major>); make bench builds them under its module tree.

@@ -62,6 +62,9 @@ pub fn leftovers(l: &PsimLeakCheck) -> Vec<(&'static str, u64)> {
 
 /// Balance problems between two counter snapshots taken around a run that
 /// ended with everything released: each entry says which pair differs.
+/// Registered and deregistered pages are not a pair: from MLNX_OFED 5.5 on
+/// the core adds to `num_dereg_pages` the entry count of a table it has
+/// just cleared, so it stays 0; the byte counters see the same MRs.
 pub fn imbalances(before: &PsimCounters, after: &PsimCounters) -> Vec<String> {
     let d = |a: u64, b: u64| b.wrapping_sub(a);
     let mut out = Vec::new();
@@ -71,12 +74,6 @@ pub fn imbalances(before: &PsimCounters, after: &PsimCounters) -> Vec<String> {
             d(before.num_alloc_mrs, after.num_alloc_mrs),
             "num_dealloc_mrs",
             d(before.num_dealloc_mrs, after.num_dealloc_mrs),
-        ),
-        (
-            "num_reg_pages",
-            d(before.num_reg_pages, after.num_reg_pages),
-            "num_dereg_pages",
-            d(before.num_dereg_pages, after.num_dereg_pages),
         ),
         (
             "num_reg_bytes",
@@ -145,13 +142,15 @@ mod tests {
         after.num_alloc_mrs += 10;
         after.num_dealloc_mrs += 10;
         after.num_reg_pages += 40;
-        after.num_dereg_pages += 40;
+        after.num_reg_bytes += 40 << 16;
+        after.num_dereg_bytes += 40 << 16;
+        // the modern core's num_dereg_pages never moves
         assert!(imbalances(&before, &after).is_empty());
-        after.num_dereg_pages -= 1;
+        after.num_dereg_bytes -= 1;
         after.mrs_live = 1;
         let i = imbalances(&before, &after);
         assert_eq!(i.len(), 2, "{i:?}");
-        assert!(i[0].contains("num_reg_pages+40"));
+        assert!(i[0].contains("num_reg_bytes+2621440"));
     }
 
     #[test]
