@@ -609,11 +609,14 @@ teardown_races() {
 			wait $loop
 			rm -f /tmp/load.done
 			loaded $REL_MOD && fail "the module stayed loaded after a failed init" $(figures)
-			# the unwinding waited for what was in flight: an acquire
-			# the core held (its unregister waits), or a registration
-			# of ours alive when the load failed (init waits for it
-			# before it unregisters)
-			since_mark_has "unregister nv_mem: waiting for 1 registrations" ||
+			# the unwinding waited for what was in flight: the acquire
+			# the core held (its unregister waits for the client list
+			# while the acquire runs, which our declining module
+			# refuses, or for the registration the acquire made), or a
+			# registration of ours alive when the load failed (init
+			# waits for it before it unregisters)
+			since_mark_has "unregister: waiting for the client list" ||
+				since_mark_has "unregister nv_mem: waiting for 1 registrations" ||
 				since_mark_has "the load failed \(.*\): waiting for [0-9]* registrations" ||
 				fail "round $i: nothing was in flight while the load unwound" $(figures)
 			st fault-clear >/dev/null
