@@ -632,14 +632,18 @@ teardown_races() {
 	done
 }
 
-# load_fails_invalidating: load_fails_live's variant=invalidating.
-load_fails_invalidating() {
+# load_failing_with_mr MS: reloads the module so that its load fails after
+# nv_mem registered: nv_mem is listed and returns 4 s later, then
+# nv_mem_nc's registration waits MS ms before the core refuses it (the
+# second registration call), the load running in the background
+# ($pid_load). Meanwhile registers an MR of 128 KiB, which nv_mem takes
+# ($va, $mr). (1 s was too short under TCG to arm the second delay in
+# time.)
+load_failing_with_mr() {
 	rmmod $REL_MOD || fail "rmmod of an idle module failed" $(figures)
 	_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
 	va=$(sval va "$_o")
 	mark
-	# nv_mem is listed 4 s before init goes on, then nv_mem_nc's
-	# registration waits 10 s before the core refuses it.
 	st fault register_client 2 ENOMEM >/dev/null
 	d0=$(ctr delays_taken)
 	st delay register_client_done 4000 1 >/dev/null
@@ -647,12 +651,17 @@ load_fails_invalidating() {
 	bg_run load modload $REL_MOD $(client_params)
 	wait_delay "$d0"
 	d0=$(ctr delays_taken)
-	st delay register_client 10000 1 >/dev/null
+	st delay register_client "$1" 1 >/dev/null
 	wait_delay "$d0"
 	_o=$(st mr-reg "$va" 128K) || fail "mr-reg while the load runs: $_o" $(figures)
 	mr=$(sval mr "$_o")
 	[ "$(sval client "$_o")" = nv_mem ] ||
 		fail "the MR went to $(sval client "$_o"), not nv_mem" $(figures)
+}
+
+# load_fails_invalidating: load_fails_live's variant=invalidating.
+load_fails_invalidating() {
+	load_failing_with_mr 10000
 	# the cudaFree's callback sleeps on its way into the core's invalidate
 	# until well after init failed; the MR goes meanwhile
 	d0=$(ctr delays_taken)
@@ -688,27 +697,7 @@ load_fails_live() {
 	fi
 	i=0
 	while [ $i -lt "$rounds" ]; do
-		rmmod $REL_MOD || fail "rmmod of an idle module failed" $(figures)
-		_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
-		va=$(sval va "$_o")
-		mark
-		# nv_mem is listed and returns 4 s later; then nv_mem_nc's
-		# registration waits 6 s before the core refuses it (the second
-		# registration call): nv_mem takes MRs meanwhile. (1 s was too
-		# short under TCG to arm the second delay in time.)
-		st fault register_client 2 ENOMEM >/dev/null
-		d0=$(ctr delays_taken)
-		st delay register_client_done 4000 1 >/dev/null
-		# shellcheck disable=SC2046
-		bg_run load modload $REL_MOD $(client_params)
-		wait_delay "$d0"
-		d0=$(ctr delays_taken)
-		st delay register_client 6000 1 >/dev/null
-		wait_delay "$d0"
-		_o=$(st mr-reg "$va" 128K) || fail "mr-reg while the load runs: $_o" $(figures)
-		mr=$(sval mr "$_o")
-		[ "$(sval client "$_o")" = nv_mem ] ||
-			fail "the MR went to $(sval client "$_o"), not nv_mem" $(figures)
+		load_failing_with_mr 6000
 		# both unpins fail: the core releases, the pin stays
 		st fault put_pages 1 EIO 2 >/dev/null
 		st mr-dereg "$mr" >/dev/null || fail "dereg failed" $(figures)

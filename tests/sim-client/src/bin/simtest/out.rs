@@ -26,32 +26,41 @@ pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Captured) {
     (value, captured)
 }
 
-/// One line on stdout (`outln!`).
-pub fn out_line(args: fmt::Arguments<'_>) {
-    let done = CAPTURE.with(|c| match c.borrow_mut().as_mut() {
+/// Where a line goes.
+#[derive(Clone, Copy)]
+enum Stream {
+    Out,
+    Err,
+}
+
+/// One line on `stream`: the request's buffer, or this process's own.
+fn line(stream: Stream, args: fmt::Arguments<'_>) {
+    let captured = CAPTURE.with(|c| match c.borrow_mut().as_mut() {
         Some(cap) => {
-            let _ = writeln!(cap.stdout, "{args}");
+            let buf = match stream {
+                Stream::Out => &mut cap.stdout,
+                Stream::Err => &mut cap.stderr,
+            };
+            let _ = writeln!(buf, "{args}");
             true
         }
         None => false,
     });
-    if !done {
-        println!("{args}");
+    match (captured, stream) {
+        (true, _) => {}
+        (false, Stream::Out) => println!("{args}"),
+        (false, Stream::Err) => eprintln!("{args}"),
     }
+}
+
+/// One line on stdout (`outln!`).
+pub fn out_line(args: fmt::Arguments<'_>) {
+    line(Stream::Out, args);
 }
 
 /// One line on stderr (`errln!`).
 pub fn err_line(args: fmt::Arguments<'_>) {
-    let done = CAPTURE.with(|c| match c.borrow_mut().as_mut() {
-        Some(cap) => {
-            let _ = writeln!(cap.stderr, "{args}");
-            true
-        }
-        None => false,
-    });
-    if !done {
-        eprintln!("{args}");
-    }
+    line(Stream::Err, args);
 }
 
 /// `println!`, to the request's output where there is one.
