@@ -12,10 +12,10 @@ use serde_json::json;
 use super::cuda::{self, Context, DeviceBuffer};
 use super::hostmem::HostBuffer;
 use super::target::Target;
-use super::validate::verbs_fail;
 use super::verbs::{self, Verbs};
 use crate::bench::{self, BenchResult, SizeResult, Stats};
 use crate::causes::Op;
+use crate::error::fail;
 use crate::report::Check;
 use crate::sim::finish_bench;
 use crate::Memory;
@@ -40,16 +40,15 @@ pub fn run(a: &BenchArgs, json_mode: bool) -> Outcome {
     // --memory host: no CUDA at all; the target is page-aligned host memory.
     let ctx = match a.memory {
         Memory::Host => None,
-        Memory::Gpu => match Context::new(a.gpu) {
+        Memory::Gpu => match Context::new(a.hw.gpu) {
             Ok(c) => Some(c),
             Err(e) => {
-                o.checks
-                    .push(super::validate::cuda_fail("cuda", "CUDA driver", &e));
+                o.checks.push(fail("cuda", "CUDA driver", &e));
                 return o;
             }
         },
     };
-    let attrs = ctx.as_ref().and_then(|_| cuda::gpu_attrs(a.gpu).ok());
+    let attrs = ctx.as_ref().and_then(|_| cuda::gpu_attrs(a.hw.gpu).ok());
     let gpu_name = match &ctx {
         Some(_) => attrs.as_ref().map_or("GPU".to_string(), |g| {
             format!("{} [{}]", g.name, g.pci_bus_id)
@@ -57,7 +56,7 @@ pub fn run(a: &BenchArgs, json_mode: bool) -> Outcome {
         None => "host memory".to_string(),
     };
     let (device, choice) = super::validate::choose_device(
-        a.device.as_deref(),
+        a.hw.device.as_deref(),
         attrs.as_ref().map(|g| g.pci_bus_id.as_str()),
     );
     o.checks.push(choice);
@@ -80,8 +79,8 @@ pub fn run(a: &BenchArgs, json_mode: bool) -> Outcome {
     let v = Verbs::load();
     let dev = v.as_ref().ok().map(|v| v.open(device.as_deref()));
     let rdma_err = match (&v, &dev) {
-        (Err(e), _) => Some(verbs_fail("rdma", "RDMA figures", e)),
-        (Ok(_), Some(Err(e))) => Some(verbs_fail("rdma", "RDMA figures", e)),
+        (Err(e), _) => Some(fail("rdma", "RDMA figures", e)),
+        (Ok(_), Some(Err(e))) => Some(fail("rdma", "RDMA figures", e)),
         _ => None,
     };
     let dev = dev.and_then(|d| d.ok());
@@ -92,17 +91,17 @@ pub fn run(a: &BenchArgs, json_mode: bool) -> Outcome {
     if let (Some(Ok(pd)), Some(Ok(cq)), Some(d)) = (&pd, &cq, &dev) {
         match pd.create_rc_qp(cq) {
             Ok(qp) => {
-                let p = d.query_port(a.port);
+                let p = d.query_port(a.hw.port);
                 match p {
                     Ok(p) if p.is_active() => {
                         let l = verbs::Loopback {
-                            port: a.port,
+                            port: a.hw.port,
                             lid: p.lid,
                             mtu: p.active_mtu,
                             gid: if p.is_ethernet() {
-                                d.query_gid(a.port, i32::from(a.gid_index.unwrap_or(0)))
+                                d.query_gid(a.hw.port, i32::from(a.hw.gid_index.unwrap_or(0)))
                                     .ok()
-                                    .map(|g| (g, a.gid_index.unwrap_or(0)))
+                                    .map(|g| (g, a.hw.gid_index.unwrap_or(0)))
                             } else {
                                 None
                             },
@@ -112,7 +111,7 @@ pub fn run(a: &BenchArgs, json_mode: bool) -> Outcome {
                                 result.platform = format!("{gpu_name} + {}", d.name);
                                 qp_holder = Some(qp);
                             }
-                            Err(e) => rdma_problem = Some(verbs_fail("rdma", "RDMA figures", &e)),
+                            Err(e) => rdma_problem = Some(fail("rdma", "RDMA figures", &e)),
                         }
                     }
                     Ok(_) => {
@@ -120,21 +119,21 @@ pub fn run(a: &BenchArgs, json_mode: bool) -> Outcome {
                             Check::warn(
                                 "rdma",
                                 "RDMA figures",
-                                format!("{} port {} is not ACTIVE", d.name, a.port),
+                                format!("{} port {} is not ACTIVE", d.name, a.hw.port),
                             )
                             .fix("bring the link up (ibstat)"),
                         )
                     }
-                    Err(e) => rdma_problem = Some(verbs_fail("rdma", "RDMA figures", &e)),
+                    Err(e) => rdma_problem = Some(fail("rdma", "RDMA figures", &e)),
                 }
             }
-            Err(e) => rdma_problem = Some(verbs_fail("rdma", "RDMA figures", &e)),
+            Err(e) => rdma_problem = Some(fail("rdma", "RDMA figures", &e)),
         }
     } else if rdma_problem.is_none() {
         if let Some(Err(e)) = &pd {
-            rdma_problem = Some(verbs_fail("rdma", "RDMA figures", e));
+            rdma_problem = Some(fail("rdma", "RDMA figures", e));
         } else if let Some(Err(e)) = &cq {
-            rdma_problem = Some(verbs_fail("rdma", "RDMA figures", e));
+            rdma_problem = Some(fail("rdma", "RDMA figures", e));
         }
     }
     let per_size = if qp_holder.is_some() { 4 } else { 1 };
@@ -203,7 +202,7 @@ pub fn run(a: &BenchArgs, json_mode: bool) -> Outcome {
             r.dereg_ns = Stats::of_durations(&dereg);
             if let Some(e) = failed {
                 o.checks
-                    .push(verbs_fail("reg", "ibv_reg_mr on the target memory", &e));
+                    .push(fail("reg", "ibv_reg_mr on the target memory", &e));
             } else {
                 let bw = (|| -> Result<(Vec<f64>, Vec<f64>), verbs::VerbsError> {
                     let gmr = pd.reg_mr(buf.ptr(), size as usize, target_op)?;
@@ -260,7 +259,7 @@ pub fn run(a: &BenchArgs, json_mode: bool) -> Outcome {
                         r.direct_mib_s = Stats::of(&d).map(|s| s.median);
                         r.bounce_mib_s = Stats::of(&b).map(|s| s.median);
                     }
-                    Err(e) => o.checks.push(verbs_fail("bandwidth", "RDMA bandwidth", &e)),
+                    Err(e) => o.checks.push(fail("bandwidth", "RDMA bandwidth", &e)),
                 }
             }
         }

@@ -20,7 +20,8 @@ use super::target::Target;
 use super::verbs::{
     self, Device, Direction, DmabufSupport, Gid, Loopback, Pd, Qp, Verbs, VerbsError,
 };
-use crate::causes::{explain, Op};
+use crate::causes::Op;
+use crate::error::{fail, Error};
 use crate::gpuinfo::{ordering_name, GpuAttrs, WRITES_ORDERING_OWNER};
 use crate::report::Check;
 use crate::{Backend, Memory, Outcome, RegPath, ValidateArgs, VerbsFault, HOLD_LIMIT};
@@ -31,35 +32,6 @@ const KEEP: usize = 8;
 /// Largest single RDMA message we post.
 const MAX_WR: u64 = 1 << 30;
 const COMPLETION_TIMEOUT: Duration = Duration::from_secs(10);
-
-pub fn cuda_fail(id: &'static str, title: &str, e: &CudaError) -> Check {
-    let c = if e.call == "dlopen" {
-        explain(Op::LoadCuda, 0)
-    } else if e.call == "cuMemGetHandleForAddressRange" {
-        explain(Op::ExportDmabuf, 0)
-    } else {
-        crate::causes::Cause {
-            cause: "the CUDA driver refused the call".into(),
-            fix: "check nvidia-smi and dmesg (Xid errors)".into(),
-        }
-    };
-    let detail = if e.call == "dlopen" {
-        c.cause.clone()
-    } else {
-        format!("{e}: {}", c.cause)
-    };
-    Check::fail(id, title, detail)
-        .fix(c.fix)
-        .data(json!({"call": e.call, "error": e.name}))
-}
-
-/// A verbs failure as a check with its likely cause.
-pub fn verbs_fail(id: &'static str, title: &str, e: &VerbsError) -> Check {
-    let c = explain(e.op, e.errno);
-    Check::fail(id, title, format!("{e}: {}", c.cause))
-        .fix(c.fix)
-        .data(json!({"call": e.call, "errno": e.errno, "errno_name": peermem_sim::errno::name(e.errno)}))
-}
 
 /// The RDMA device to open: `-d NAME` as given, else the one nearest to the
 /// GPU at `gpu_bdf` in the PCIe topology (sysfs), else libibverbs' first.
@@ -185,7 +157,7 @@ fn gpu_half(ctx: &Context, a: &ValidateArgs, g: &GpuAttrs, checks: &mut Vec<Chec
     let buf = match DeviceBuffer::new(ctx, alloc) {
         Ok(b) => b,
         Err(e) => {
-            checks.push(cuda_fail("gpu_alloc", "GPU allocation (cuMemAlloc)", &e));
+            checks.push(fail("gpu_alloc", "GPU allocation (cuMemAlloc)", &e));
             return false;
         }
     };
@@ -220,7 +192,7 @@ fn gpu_half(ctx: &Context, a: &ValidateArgs, g: &GpuAttrs, checks: &mut Vec<Chec
             ),
         )),
         Err(e) => {
-            checks.push(cuda_fail("gpu_alloc", "GPU memory (cuMemAlloc, sentinel, copy)", &e));
+            checks.push(fail("gpu_alloc", "GPU memory (cuMemAlloc, sentinel, copy)", &e));
             return false;
         }
     }
@@ -241,7 +213,7 @@ fn gpu_half(ctx: &Context, a: &ValidateArgs, g: &GpuAttrs, checks: &mut Vec<Chec
                     "dma-buf export (cuMemGetHandleForAddressRange)",
                     format!("{alloc} bytes exported as dma-buf fd {}", d.fd()),
                 )),
-                Err(e) => checks.push(cuda_fail(
+                Err(e) => checks.push(fail(
                     "dmabuf_export",
                     "dma-buf export (cuMemGetHandleForAddressRange)",
                     &e,
@@ -316,7 +288,7 @@ fn loopback(
 
 /// The check for a device that was removed or failed during the run.
 fn device_gone(e: &VerbsError) -> Check {
-    verbs_fail("rdma_device", "RDMA device during the run", e)
+    fail("rdma_device", "RDMA device during the run", e)
 }
 
 /// Writes `text` to `file` so that whoever sees the file sees all of it:
@@ -336,7 +308,7 @@ fn write_whole(file: &Path, text: &str) -> std::io::Result<()> {
 /// `--fault hold`: creates `file` (our pid and QP number in it), then waits
 /// until it is gone, polling, at most `HOLD_LIMIT`. Returns how long it
 /// held, or why it stopped holding.
-fn hold(file: &Path, qpn: u32) -> Result<Duration, String> {
+fn hold(file: &Path, qpn: u32) -> Result<Duration, Error> {
     write_whole(file, &format!("pid {}\nqp {qpn}\n", std::process::id()))
         .map_err(|e| format!("cannot create the hold file {}: {e}", file.display()))?;
     eprintln!(
@@ -347,10 +319,10 @@ fn hold(file: &Path, qpn: u32) -> Result<Duration, String> {
     while file.exists() {
         if start.elapsed() > HOLD_LIMIT {
             let _ = std::fs::remove_file(file);
-            return Err(format!(
+            return Err(Error::Msg(format!(
                 "{} was not removed within {HOLD_LIMIT:?}: gave up holding",
                 file.display()
-            ));
+            )));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -460,17 +432,17 @@ fn run_one(
     };
     let buf = match buf {
         Ok(b) => b,
-        Err(e) => return (out, Some(cuda_fail("gpu_alloc", "GPU allocation", &e))),
+        Err(e) => return (out, Some(fail("gpu_alloc", "GPU allocation", &e))),
     };
     if let Err(e) = buf.fill(SENTINEL) {
-        return (out, Some(cuda_fail("gpu_alloc", "GPU sentinel", &e)));
+        return (out, Some(fail("gpu_alloc", "GPU sentinel", &e)));
     }
     let gaddr = buf.ptr() + offset;
     // Keep the dma-buf open while its MR lives.
     let dmabuf = match (&buf, path) {
         (Target::Gpu(b), RegPath::Dmabuf) => match b.export_dmabuf(0, alloc) {
             Ok(d) => Some(d),
-            Err(e) => return (out, Some(cuda_fail("dmabuf_export", "dma-buf export", &e))),
+            Err(e) => return (out, Some(fail("dmabuf_export", "dma-buf export", &e))),
         },
         _ => None,
     };
@@ -496,7 +468,7 @@ fn run_one(
                 (None, Target::Gpu(_)) => "ibv_reg_mr on GPU memory (peer-memory client)",
                 (None, Target::Host(_)) => "ibv_reg_mr on the host target buffer",
             };
-            return (out, Some(verbs_fail("gpu_mr", title, &e)));
+            return (out, Some(fail("gpu_mr", title, &e)));
         }
     };
     let mut src = vec![0u8; size as usize];
@@ -506,24 +478,14 @@ fn run_one(
         .reg_mr(src.as_mut_ptr() as u64, src.len(), Op::RegHostMr)
     {
         Ok(m) => m,
-        Err(e) => {
-            return (
-                out,
-                Some(verbs_fail("host_mr", "ibv_reg_mr on host memory", &e)),
-            )
-        }
+        Err(e) => return (out, Some(fail("host_mr", "ibv_reg_mr on host memory", &e))),
     };
     let dmr = match c
         .pd
         .reg_mr(dst.as_mut_ptr() as u64, dst.len(), Op::RegHostMr)
     {
         Ok(m) => m,
-        Err(e) => {
-            return (
-                out,
-                Some(verbs_fail("host_mr", "ibv_reg_mr on host memory", &e)),
-            )
-        }
+        Err(e) => return (out, Some(fail("host_mr", "ibv_reg_mr on host memory", &e))),
     };
     let mut flushed = false;
     // --fault bad-lkey: an lkey no MR of ours has (the key byte flipped).
@@ -534,10 +496,7 @@ fn run_one(
     };
     if c.fault == Some(VerbsFault::QpReset) {
         if let Err(e) = c.qp.reset() {
-            return (
-                out,
-                Some(verbs_fail("rdma_write", "QP to RESET (--fault)", &e)),
-            );
+            return (out, Some(fail("rdma_write", "QP to RESET (--fault)", &e)));
         }
     }
     let (write_title, read_title) = match buf {
@@ -560,7 +519,7 @@ fn run_one(
             gmr.rkey(),
             size,
         ) {
-            return (out, Some(verbs_fail("rdma_write", write_title, &e)));
+            return (out, Some(fail("rdma_write", write_title, &e)));
         }
         if let Err(e) = rdma_all(
             c,
@@ -571,7 +530,7 @@ fn run_one(
             gmr.rkey(),
             size,
         ) {
-            return (out, Some(verbs_fail("rdma_read", read_title, &e)));
+            return (out, Some(fail("rdma_read", read_title, &e)));
         }
         let read_cmp = compare(&src, &dst, KEEP);
         if let Some(g) = &c.gpu {
@@ -582,23 +541,18 @@ fn run_one(
             {
                 match g.cuda.flush_rdma_writes() {
                     Ok(f) => flushed |= f,
-                    Err(e) => {
-                        return (
-                            out,
-                            Some(cuda_fail("flush", "cuFlushGPUDirectRDMAWrites", &e)),
-                        )
-                    }
+                    Err(e) => return (out, Some(fail("flush", "cuFlushGPUDirectRDMAWrites", &e))),
                 }
             }
             if let Err(e) = g.cuda.synchronize() {
-                return (out, Some(cuda_fail("gpu_copy", "cuCtxSynchronize", &e)));
+                return (out, Some(fail("gpu_copy", "cuCtxSynchronize", &e)));
             }
         }
         let mut whole = vec![0u8; alloc];
         if let Err(e) = buf.read_all(&mut whole) {
             return (
                 out,
-                Some(cuda_fail(
+                Some(fail(
                     "gpu_copy",
                     &format!("cuMemcpyDtoH of {}", c.target),
                     &e,
@@ -654,11 +608,7 @@ fn run_one(
     if let Err(e) = gmr.dereg() {
         return (
             out,
-            Some(verbs_fail(
-                "dereg",
-                &format!("ibv_dereg_mr on {}", c.target),
-                &e,
-            )),
+            Some(fail("dereg", &format!("ibv_dereg_mr on {}", c.target), &e)),
         );
     }
     (out, None)
@@ -667,17 +617,17 @@ fn run_one(
 /// CUDA and the GPU half: the context and the GPU's attributes, or `None`
 /// after pushing the failed check.
 fn cuda_half(a: &ValidateArgs, checks: &mut Vec<Check>) -> Option<(Context, GpuAttrs)> {
-    let ctx = match Context::new(a.gpu) {
+    let ctx = match Context::new(a.hw.gpu) {
         Ok(c) => c,
         Err(e) => {
-            checks.push(cuda_fail("cuda", "CUDA driver", &e));
+            checks.push(fail("cuda", "CUDA driver", &e));
             return None;
         }
     };
-    let g = match cuda::gpu_attrs(a.gpu) {
+    let g = match cuda::gpu_attrs(a.hw.gpu) {
         Ok(g) => g,
         Err(e) => {
-            checks.push(cuda_fail("cuda", "CUDA driver", &e));
+            checks.push(fail("cuda", "CUDA driver", &e));
             return None;
         }
     };
@@ -748,7 +698,7 @@ pub fn run(a: &ValidateArgs) -> Outcome {
     let v = match Verbs::load() {
         Ok(v) => v,
         Err(e) => {
-            o.checks.push(verbs_fail("verbs", "libibverbs", &e));
+            o.checks.push(fail("verbs", "libibverbs", &e));
             return o;
         }
     };
@@ -765,50 +715,50 @@ pub fn run(a: &ValidateArgs) -> Outcome {
         ),
     ));
     let gpu_bdf = cuda_side.as_ref().map(|(_, g)| g.pci_bus_id.clone());
-    let (device, choice) = choose_device(a.device.as_deref(), gpu_bdf.as_deref());
+    let (device, choice) = choose_device(a.hw.device.as_deref(), gpu_bdf.as_deref());
     o.checks.push(choice);
     let dev = match v.open(device.as_deref()) {
         Ok(d) => d,
         Err(e) => {
-            o.checks.push(verbs_fail("rdma_device", "RDMA device", &e));
+            o.checks.push(fail("rdma_device", "RDMA device", &e));
             return o;
         }
     };
-    let (l, how) = match loopback(&dev, a.port, a.gid_index) {
+    let (l, how) = match loopback(&dev, a.hw.port, a.hw.gid_index) {
         Ok(x) => x,
         Err(e) => {
-            o.checks.push(verbs_fail("rdma_device", "RDMA device", &e));
+            o.checks.push(fail("rdma_device", "RDMA device", &e));
             return o;
         }
     };
     let max_wr = dev
-        .query_port(a.port)
+        .query_port(a.hw.port)
         .map(|p| u64::from(p.max_msg_sz).clamp(4096, MAX_WR))
         .unwrap_or(MAX_WR);
     let pd = match dev.alloc_pd() {
         Ok(p) => p,
         Err(e) => {
-            o.checks.push(verbs_fail("rdma_device", "RDMA device", &e));
+            o.checks.push(fail("rdma_device", "RDMA device", &e));
             return o;
         }
     };
     let cq = match dev.create_cq(32) {
         Ok(c) => c,
         Err(e) => {
-            o.checks.push(verbs_fail("rdma_device", "RDMA device", &e));
+            o.checks.push(fail("rdma_device", "RDMA device", &e));
             return o;
         }
     };
     let qp = match pd.create_rc_qp(&cq) {
         Ok(q) => q,
         Err(e) => {
-            o.checks.push(verbs_fail("rdma_device", "RDMA device", &e));
+            o.checks.push(fail("rdma_device", "RDMA device", &e));
             return o;
         }
     };
     if let Err(e) = qp.connect_loopback(&l) {
         o.checks
-            .push(verbs_fail("loopback", "Loopback RC queue pair", &e));
+            .push(fail("loopback", "Loopback RC queue pair", &e));
         return o;
     }
     o.checks.push(Check::pass(
@@ -827,9 +777,12 @@ pub fn run(a: &ValidateArgs) -> Outcome {
             )),
             Err(why) => {
                 o.checks.push(
-                    Check::fail("hold", "Held with the QP ready (--fault hold)", why).fix(
-                        "whoever runs --fault hold removes the hold file to let the run go on",
-                    ),
+                    Check::fail(
+                        "hold",
+                        "Held with the QP ready (--fault hold)",
+                        why.to_string(),
+                    )
+                    .fix("whoever runs --fault hold removes the hold file to let the run go on"),
                 );
                 return o;
             }
@@ -980,7 +933,7 @@ mod tests {
             assert!(held < HOLD_LIMIT);
         }
         let e = hold(&dir.path().join("no/such/dir"), 7).unwrap_err();
-        assert!(e.contains("cannot create the hold file"), "{e}");
+        assert!(e.to_string().contains("cannot create the hold file"), "{e}");
     }
 
     #[test]
