@@ -12,7 +12,9 @@ use serde_json::json;
 
 use peermem_sim::SimError;
 
-use crate::causes::{explain, Cause, Op};
+#[cfg(feature = "real")]
+use crate::causes::Cause;
+use crate::causes::{explain, Op};
 #[cfg(feature = "real")]
 use crate::real::{cuda::CudaError, verbs::VerbsError};
 use crate::report::Check;
@@ -52,45 +54,28 @@ impl From<String> for Error {
     }
 }
 
-impl From<SimError> for Error {
-    fn from(e: SimError) -> Self {
-        Error::Sim(e)
-    }
+/// `From` a binding's error, owned or borrowed, into variant `$v`.
+macro_rules! from_binding {
+    ($(#[$m:meta])* $t:ty => $v:ident) => {
+        $(#[$m])*
+        impl From<$t> for Error {
+            fn from(e: $t) -> Self {
+                Error::$v(e)
+            }
+        }
+
+        $(#[$m])*
+        impl From<&$t> for Error {
+            fn from(e: &$t) -> Self {
+                Error::$v(e.clone())
+            }
+        }
+    };
 }
 
-impl From<&SimError> for Error {
-    fn from(e: &SimError) -> Self {
-        Error::Sim(e.clone())
-    }
-}
-
-#[cfg(feature = "real")]
-impl From<CudaError> for Error {
-    fn from(e: CudaError) -> Self {
-        Error::Cuda(e)
-    }
-}
-
-#[cfg(feature = "real")]
-impl From<&CudaError> for Error {
-    fn from(e: &CudaError) -> Self {
-        Error::Cuda(e.clone())
-    }
-}
-
-#[cfg(feature = "real")]
-impl From<VerbsError> for Error {
-    fn from(e: VerbsError) -> Self {
-        Error::Verbs(e)
-    }
-}
-
-#[cfg(feature = "real")]
-impl From<&VerbsError> for Error {
-    fn from(e: &VerbsError) -> Self {
-        Error::Verbs(e.clone())
-    }
-}
+from_binding!(SimError => Sim);
+from_binding!(#[cfg(feature = "real")] CudaError => Cuda);
+from_binding!(#[cfg(feature = "real")] VerbsError => Verbs);
 
 /// Which step of the cause table a failed operation of the simulated stack
 /// is.

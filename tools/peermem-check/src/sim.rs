@@ -19,7 +19,7 @@ use peermem_sim::{Engine, SimDevice, SimError};
 
 use crate::bench::{self, BenchResult, SizeResult, Stats};
 use crate::error::fail;
-use crate::report::Check;
+use crate::report::{Check, Stop};
 use crate::{Backend, BenchArgs, Outcome, SimEngine, ValidateArgs};
 
 const GPU_PAGE: u64 = 64 << 10;
@@ -35,7 +35,7 @@ fn engine(e: SimEngine) -> Engine {
     }
 }
 
-fn err_box(id: &'static str, title: &str, e: &SimError) -> Box<Check> {
+fn err_box(id: &'static str, title: &str, e: &SimError) -> Stop {
     Box::new(fail(id, title, e))
 }
 
@@ -74,7 +74,7 @@ fn validate_one(dev: &SimDevice, r: &Run, eng: Engine) -> (serde_json::Value, Op
             )
         }
     };
-    let result = (|| -> Result<Option<Check>, Box<Check>> {
+    let result = (|| -> Result<Option<Check>, Stop> {
         dev.gpu_write(va, &vec![SENTINEL; alloc as usize])
             .map_err(|e| err_box("sentinel", "GPU sentinel fill", &e))?;
         let mr = dev.mr_reg(va + r.offset, r.size, ACCESS).map_err(|e| {
@@ -86,7 +86,7 @@ fn validate_one(dev: &SimDevice, r: &Run, eng: Engine) -> (serde_json::Value, Op
         })?;
         out["client"] = json!(mr.client);
         out["sg_entries"] = json!(mr.sg_entries);
-        let body = (|| -> Result<Option<Check>, Box<Check>> {
+        let body = (|| -> Result<Option<Check>, Stop> {
             let pattern = Pattern::Seeded(r.seed).make(0, r.size as usize);
             dev.hca_write(mr.id, 0, &pattern, eng)
                 .map_err(|e| err_box("rdma_write", "RDMA WRITE into GPU memory", &e))?;

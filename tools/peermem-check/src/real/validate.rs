@@ -380,27 +380,6 @@ struct Ctx<'a, 'v> {
     fault: Option<VerbsFault>,
 }
 
-/// Moves `len` bytes in chunks of at most the port's message size.
-fn rdma_all(
-    c: &Ctx,
-    direction: Direction,
-    laddr: u64,
-    lkey: u32,
-    raddr: u64,
-    rkey: u32,
-    len: u64,
-) -> Result<(), VerbsError> {
-    let op = verbs::RdmaOp {
-        direction,
-        laddr,
-        lkey,
-        raddr,
-        rkey,
-        len,
-    };
-    c.qp.rdma(op, c.max_wr, COMPLETION_TIMEOUT)
-}
-
 /// A failed step's check, boxed as a [`Stop`].
 fn stop(id: &'static str, title: &str, e: impl Into<Error>) -> Stop {
     Box::new(fail(id, title, e))
@@ -468,28 +447,43 @@ struct Transfer<'a> {
 /// RDMA WRITEs `src` into the target, READs it back into `dst`, and
 /// compares the two host buffers.
 fn round_trip(c: &Ctx, t: &Transfer, src: &[u8], dst: &mut [u8]) -> Result<Comparison, Stop> {
-    let len = src.len() as u64;
     rdma_all(
         c,
+        t,
         Direction::Write,
-        src.as_ptr() as u64,
-        t.src_lkey,
-        t.gaddr,
-        t.rkey,
-        len,
+        (src.as_ptr() as u64, t.src_lkey),
+        src.len(),
     )
     .map_err(|e| stop("rdma_write", t.write_title, &e))?;
     rdma_all(
         c,
+        t,
         Direction::Read,
-        dst.as_ptr() as u64,
-        t.dst_lkey,
-        t.gaddr,
-        t.rkey,
-        len,
+        (dst.as_ptr() as u64, t.dst_lkey),
+        dst.len(),
     )
     .map_err(|e| stop("rdma_read", t.read_title, &e))?;
     Ok(compare(src, dst, KEEP))
+}
+
+/// Moves `len` bytes between the host buffer at `laddr` and the target, in
+/// chunks of at most the port's message size.
+fn rdma_all(
+    c: &Ctx,
+    t: &Transfer,
+    direction: Direction,
+    (laddr, lkey): (u64, u32),
+    len: usize,
+) -> Result<(), VerbsError> {
+    let op = verbs::RdmaOp {
+        direction,
+        laddr,
+        lkey,
+        raddr: t.gaddr,
+        rkey: t.rkey,
+        len: len as u64,
+    };
+    c.qp.rdma(op, c.max_wr, COMPLETION_TIMEOUT)
 }
 
 /// Makes completed RDMA writes visible to the GPU's own reads; whether a
