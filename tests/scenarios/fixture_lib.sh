@@ -14,7 +14,7 @@ _fx_cleanup() {
 	done
 	return 0
 }
-trap '_fx_cleanup; [ -n "$_reported" ] || echo "SCENARIO-RESULT $SCENARIO_ID fail reason=exited without a result (last command failed?)"' EXIT
+trap '_fx_cleanup; no_result' EXIT
 
 # The keys fixture scenarios take: any other argument (a misspelt knob, a
 # short name) fails the scenario rather than running it in the default
