@@ -182,17 +182,16 @@ fn gpu_half(
         }
         Ok(())
     })();
-    match r {
-        Ok(()) => checks.push(Check::pass(
-            "gpu_alloc",
-            "GPU memory (cuMemAlloc, sentinel, copy)",
-            format!(
-                "{alloc} bytes at 0x{:x}, SYNC_MEMOPS set, 0x{SENTINEL:02x} sentinel and a host<->GPU pattern round trip intact",
-                buf.ptr()
-            ),
-        )),
-        Err(e) => return Err(stop("gpu_alloc", "GPU memory (cuMemAlloc, sentinel, copy)", &e)),
-    }
+    const TITLE: &str = "GPU memory (cuMemAlloc, sentinel, copy)";
+    r.map_err(|e| stop("gpu_alloc", TITLE, &e))?;
+    checks.push(Check::pass(
+        "gpu_alloc",
+        TITLE,
+        format!(
+            "{alloc} bytes at 0x{:x}, SYNC_MEMOPS set, 0x{SENTINEL:02x} sentinel and a host<->GPU pattern round trip intact",
+            buf.ptr()
+        ),
+    ));
     if a.path != RegPath::Peermem {
         if g.dma_buf_supported == Some(false) {
             checks.push(
