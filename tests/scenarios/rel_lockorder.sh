@@ -38,7 +38,6 @@
 . /scenarios/lib.sh
 PSIM_RM_LOCKDEP=1
 . /scenarios/rel_lib.sh
-pers=${rel_arg_pers:-0}
 lockdep_judged=1
 [ "$PSIM_RM_LOCKDEP" = 0 ] && lockdep_judged=0
 # the module's own lines: ours are prefixed with its name, NVIDIA's with
