@@ -9,6 +9,12 @@
 #       mapping lock ("core_invalidate"), or the deregistration holds the
 #       mapping lock ("core_dereg_locked") while cudaFree comes in
 #       (variant=invalidate|dereg_locked runs only one of them);
+#       variant=found holds the invalidation after it found the MR and
+#       before it takes the mapping lock: a real core from MLNX_OFED 5.4-3
+#       on dereferences the client pointer the MR's release cleared if the
+#       deregistration reaches release meanwhile; a client whose release
+#       waits for the callback to come out of the core (ours, extended
+#       ABI) closes it, and every round must show that wait;
 #       variant=invalidate_unlocked is the exact window of the real core:
 #       the invalidation has dropped the mapping lock but not yet returned
 #       to the client ("core_invalidate_unlocked") while the deregistration
@@ -90,6 +96,27 @@ bg_rc() {
 	sed -n 's/^rc=//p' /tmp/bg.$1 | tail -n 1
 }
 
+# no_cleared_client_read: fails where a real core from MLNX_OFED 5.4-3 on
+# would dereference NULL: an invalidation that reached the MR after the
+# client's release returned (the simulator says so in the log).
+no_cleared_client_read() {
+	if _after "$REL_START" | grep -q "invalidation after the MR's release"; then
+		fail "an invalidation reached the MR after its release: a NULL dereference in a real core (MLNX_OFED 5.4-3 and later)" $(figures)
+	fi
+}
+
+# release_waits: the client under test does not return from release while
+# a free callback of the same registration is inside the core's invalidate
+# (nvidia_peermem_rs with the extended ABI).
+release_waits() {
+	[ "$client" = rs ] && [ "$pds" = 0 ]
+}
+
+# release_waited: how many releases of our module have waited so.
+release_waited() {
+	sed -n 's/^release_waited_for_invalidation //p' /sys/kernel/debug/$REL_MOD/stats
+}
+
 # alloc_reg SIZE OFFSET LEN: sets va, mr. With pers=0 the invalidating
 # nv_mem client must take the MR (else no free callback is ever raced).
 alloc_reg() {
@@ -146,23 +173,40 @@ release_in_invalidation() {
 		# business).
 		win=win_free_in_dereg
 		w0=$(ctr "$win")
-		if [ "$v" = invalidate ] || [ "$v" = invalidate_unlocked ]; then
-			# cudaFree first: its invalidation sleeps before taking the
-			# mapping lock (invalidate), or after marking the MR and
+		if [ "$v" != dereg_locked ]; then
+			# cudaFree first: its invalidation sleeps before looking the
+			# MR up (invalidate), after finding it and before taking
+			# the mapping lock (found), or after marking the MR and
 			# dropping the lock, before returning to the client's
 			# callback (invalidate_unlocked); meanwhile the
 			# deregistration runs to release().
-			point=core_invalidate
-			[ "$v" = invalidate_unlocked ] && point=core_invalidate_unlocked
+			case "$v" in
+			invalidate) point=core_invalidate ;;
+			found) point=core_invalidate_found ;;
+			invalidate_unlocked) point=core_invalidate_unlocked ;;
+			*) fail "unknown variant=$v (invalidate, found, invalidate_unlocked, dereg_locked, both)" ;;
+			esac
 			d0=$(ctr delays_taken)
 			st delay $point $((1000 << missed)) 1 >/dev/null
 			bg_run free st gpu-free "$va"
 			await_delay "$d0" || fail "cudaFree never reached the $point window" $(figures)
-			st mr-dereg "$mr" >/dev/null || fail "dereg during the invalidation failed" $(figures)
-			# no rc= line yet: the cudaFree is still running
-			ovl=0
-			[ -n "$(bg_rc free)" ] || ovl=1
-			wait "$pid_free"
+			if release_waits; then
+				# Our release waits for the callback to come out of
+				# the core: the deregistration ends after it.
+				rw0=$(release_waited)
+				bg_run dereg st mr-dereg "$mr"
+				wait "$pid_free"
+				wait "$pid_dereg"
+				[ "$(bg_rc dereg)" = 0 ] || fail "dereg during the invalidation failed: $(cat /tmp/bg.dereg)" $(figures)
+				ovl=0
+				[ "$(release_waited)" -gt "$rw0" ] && ovl=1
+			else
+				st mr-dereg "$mr" >/dev/null || fail "dereg during the invalidation failed" $(figures)
+				# no rc= line yet: the cudaFree is still running
+				ovl=0
+				[ -n "$(bg_rc free)" ] || ovl=1
+				wait "$pid_free"
+			fi
 			[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
 		else
 			# Deregistration first, holding the mapping lock; cudaFree's
@@ -184,11 +228,15 @@ release_in_invalidation() {
 		st delay "" 0 >/dev/null
 		# a client that has the bug stops at the first report
 		[ "$(splats_so_far)" = 0 ] || break
+		no_cleared_client_read
 		_lc=$(st leak-check) || fail "round $i left something behind: $_lc" $(figures)
 		if [ "$v" = dereg_locked ]; then
 			reached=0
 			[ "$(ctr "$win")" = "$w0" ] || reached=1
 			what=$win
+		elif release_waits; then
+			reached=$ovl
+			what="a release waiting for the free callback inside the core"
 		else
 			reached=$ovl
 			what="the cudaFree still running when the deregistration returned"
@@ -202,7 +250,11 @@ release_in_invalidation() {
 		overlapped=$((overlapped + ovl))
 		i=$((i + 1))
 	done
-	log "release while the free callback was still running: $overlapped of $rounds rounds"
+	if release_waits; then
+		log "release waited for the free callback to come out of the core: $overlapped of $rounds rounds"
+	else
+		log "release while the free callback was still running: $overlapped of $rounds rounds"
+	fi
 	EXTRA="overlapped=$overlapped retried=$retried"
 	if [ "$variant" = invalidate_unlocked ]; then
 		n=$(windows_reached invalidate_unlocked)
@@ -553,7 +605,21 @@ teardown_races() {
 			st delay core_invalidate 4000 1 >/dev/null
 			bg_run free st gpu-free "$va"
 			wait_delay "$d0"
-			st mr-dereg "$mr" >/dev/null || fail "dereg during the invalidation failed" $(figures)
+			if release_waits; then
+				# Our release waits for the callback to come out of
+				# the core: the deregistration runs beside it.
+				rw0=$(release_waited)
+				bg_run dereg st mr-dereg "$mr"
+				_n=0
+				while [ "$(release_waited)" = "$rw0" ] && [ $_n -lt 100 ]; do
+					usleep 20000
+					_n=$((_n + 1))
+				done
+				[ "$(release_waited)" != "$rw0" ] ||
+					fail "the release never waited for the free callback inside the core" $(figures)
+			else
+				st mr-dereg "$mr" >/dev/null || fail "dereg during the invalidation failed" $(figures)
+			fi
 			# the cudaFree has not returned (no rc= line yet; the
 			# background subshell itself outlives it by a moment)
 			[ -z "$(bg_rc free)" ] ||
@@ -563,6 +629,10 @@ teardown_races() {
 				fail "the free callback ended before rmmod was refused: the window was missed" $(figures)
 			wait "$pid_free"
 			[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
+			if release_waits; then
+				wait "$pid_dereg"
+				[ "$(bg_rc dereg)" = 0 ] || fail "dereg during the invalidation failed: $(cat /tmp/bg.dereg)" $(figures)
+			fi
 		fi
 		# b)
 		alloc_reg 256K 0 128K
@@ -744,6 +814,7 @@ load_fails_live) load_fails_live ;;
 esac
 st delay "" 0 >/dev/null
 log "delays taken: $(( $(ctr delays_taken) - delays0 ))"
+no_cleared_client_read
 rel_no_splats
 settle_idle
 # A full kmemleak pass where the free callback raced a release (the suite's
