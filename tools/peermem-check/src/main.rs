@@ -450,28 +450,30 @@ fn exit_of(v: Verdict) -> ExitCode {
 /// Runs `f`, turning a panic inside a dependency (cudarc panics on a
 /// missing libcuda symbol) into an error message instead of a crash.
 #[cfg(feature = "real")]
-fn guarded<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Result<T, String> {
+fn guarded<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Result<T, error::Error> {
     let prev = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
     let r = std::panic::catch_unwind(f);
     std::panic::set_hook(prev);
     r.map_err(|p| {
-        p.downcast_ref::<String>()
+        let msg = p
+            .downcast_ref::<String>()
             .cloned()
             .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "unknown internal error".into())
+            .unwrap_or_else(|| "unknown internal error".into());
+        error::Error::Msg(msg)
     })
 }
 
 #[cfg(feature = "real")]
-fn internal_error(command: &'static str, msg: String) -> Outcome {
+fn internal_error(command: &'static str, e: error::Error) -> Outcome {
     Outcome {
         command,
         backend: Backend::Real,
         checks: vec![report::Check::fail(
             "internal",
             "CUDA/verbs library",
-            format!("a library call failed inside its binding: {msg}"),
+            format!("a library call failed inside its binding: {e}"),
         )
         .fix("the installed libcuda/libibverbs lacks an entry point this tool needs: update the driver or rdma-core")],
         extra: json!({}),
