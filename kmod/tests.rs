@@ -74,12 +74,14 @@ fn params_validate() {
 
 // ---- client tables ---------------------------------------------------------
 
-use crate::client::{self, ClientTable, EX_MARK_INDEX, INVALIDATE_UNMAPS};
+use crate::client::{ClientTable, EX_MARK_INDEX, INVALIDATE_UNMAPS};
 use crate::core_client::{CoreRegistration, INVALIDATION};
 use crate::kunit_mock::{self as mock, CoreMode, FailOp, DMA_BASE, GPU_VA};
+use crate::nv_mem;
 use crate::p2p::{FreeCallback, PageTable, PciDevice, Pinned};
+use crate::registration::registry;
 use crate::sg::{SgPlan, SgTable};
-use crate::{registry, sys};
+use crate::sys;
 use core::ptr;
 use kernel::{
     bindings,
@@ -121,20 +123,20 @@ fn check_table(table: &ClientTable, name: &str, extended: bool) {
 }
 
 fn client_tables_per_mode() {
-    check_table(&client::NV_MEM_INVALIDATING_EX, "nv_mem", true);
-    check_table(&client::NV_MEM_INVALIDATING_LEGACY, "nv_mem", false);
+    check_table(&nv_mem::NV_MEM_INVALIDATING_EX, "nv_mem", true);
+    check_table(&nv_mem::NV_MEM_INVALIDATING_LEGACY, "nv_mem", false);
     // A persistent client is a plain `peer_memory_client` whatever the ABI
     // (no mark, no `ex_size`/`flags`), as NVIDIA registers it (issue 31).
-    check_table(&client::NV_MEM_PERSISTENT, "nv_mem", false);
-    check_table(&client::NV_MEM_NC, "nv_mem_nc", false);
+    check_table(&nv_mem::NV_MEM_PERSISTENT, "nv_mem", false);
+    check_table(&nv_mem::NV_MEM_NC, "nv_mem_nc", false);
     // The invalidating and persistent tables call different adapters.
     check!(
-        client::NV_MEM_INVALIDATING_EX
+        nv_mem::NV_MEM_INVALIDATING_EX
             .ex()
             .client
             .acquire
             .map(|f| f as usize)
-            != client::NV_MEM_PERSISTENT
+            != nv_mem::NV_MEM_PERSISTENT
                 .ex()
                 .client
                 .acquire
@@ -147,11 +149,11 @@ fn client_selection_per_params() {
         let config = Config::from_values(pd, pa, 0);
         check!(config.is_ok());
         let Ok(config) = config else { return };
-        let specs = client::clients_for(config.clients, config.abi);
+        let specs = nv_mem::clients_for(config.clients, config.abi);
         let extended = pd == 0;
         // The load message names the invalidation mode of the invalidating
         // client only.
-        let text = client::describe(&config);
+        let text = nv_mem::describe(&config);
         check_eq!(
             text.contains("PEER_MEM_INVALIDATE_UNMAPS"),
             pa == 0 && pd == 0
@@ -445,7 +447,7 @@ fn lifecycle(table: &'static ClientTable, invalidating: bool) {
 }
 
 fn registration_lifecycle_invalidating() {
-    lifecycle(&client::NV_MEM_INVALIDATING_EX, true);
+    lifecycle(&nv_mem::NV_MEM_INVALIDATING_EX, true);
 }
 
 fn registration_lifecycle_persistent() {
@@ -455,14 +457,14 @@ fn registration_lifecycle_persistent() {
         crate::p2p::PersistentApi::of_driver(),
         crate::p2p::PersistentApi::Dedicated
     );
-    lifecycle(&client::NV_MEM_PERSISTENT, false);
-    lifecycle(&client::NV_MEM_NC, false);
+    lifecycle(&nv_mem::NV_MEM_PERSISTENT, false);
+    lifecycle(&nv_mem::NV_MEM_NC, false);
 }
 
 fn acquire_declines_non_gpu_memory() {
     mock::reset(1 << 20);
     let refs = module_refs();
-    for table in [&client::NV_MEM_INVALIDATING_EX, &client::NV_MEM_PERSISTENT] {
+    for table in [&nv_mem::NV_MEM_INVALIDATING_EX, &nv_mem::NV_MEM_PERSISTENT] {
         // Below, above, straddling the end, empty, wrapping.
         check!(CoreMr::acquire(table, 0x1000, 4096).is_none());
         check!(CoreMr::acquire(table, GPU_VA + (2 << 20), 4096).is_none());
@@ -475,7 +477,7 @@ fn acquire_declines_non_gpu_memory() {
     check_eq!(module_refs(), refs);
     // The persistent API missing (MIG, vGPU): the persistent client declines.
     mock::set_persistent_supported(false);
-    check!(CoreMr::acquire(&client::NV_MEM_PERSISTENT, MR_ADDR, MR_SIZE).is_none());
+    check!(CoreMr::acquire(&nv_mem::NV_MEM_PERSISTENT, MR_ADDR, MR_SIZE).is_none());
     check_eq!(module_refs(), refs);
 }
 
@@ -490,7 +492,7 @@ fn pinned_mr(table: &'static ClientTable) -> Option<CoreMr> {
 
 fn refusals_release_everything() {
     use crate::stats::{ErrorKind, STATS};
-    let table = &client::NV_MEM_INVALIDATING_EX;
+    let table = &nv_mem::NV_MEM_INVALIDATING_EX;
     let refs = module_refs();
     let Some(_core) = register(table, true) else {
         return;
@@ -502,7 +504,7 @@ fn refusals_release_everything() {
     // pin unpinned; not a registration the core commits to us and that
     // get_pages then refuses (issue 31).
     for pt_version in [0x0003_0000, 0x0001_0001, 0x0000_0002] {
-        for probing in [table, &client::NV_MEM_PERSISTENT] {
+        for probing in [table, &nv_mem::NV_MEM_PERSISTENT] {
             mock::reset(1 << 20);
             mock::set_format(1, pt_version, sys::NVIDIA_P2P_DMA_MAPPING_VERSION);
             let errors = STATS.errors(ErrorKind::PageTableVersion);
@@ -523,7 +525,7 @@ fn refusals_release_everything() {
         (0, sys::NVIDIA_P2P_PAGE_TABLE_VERSION),
         (2, sys::NVIDIA_P2P_PAGE_TABLE_VERSION),
     ] {
-        for kind in [table, &client::NV_MEM_PERSISTENT] {
+        for kind in [table, &nv_mem::NV_MEM_PERSISTENT] {
             mock::reset(1 << 20);
             mock::set_format(page_size, pt_version, sys::NVIDIA_P2P_DMA_MAPPING_VERSION);
             let errors = STATS.errors(ErrorKind::PageSize);
@@ -596,7 +598,7 @@ fn refusals_release_everything() {
     }
     // Released without get_pages (the core failed in between): release
     // unpins acquire's pin.
-    for kind in [table, &client::NV_MEM_PERSISTENT] {
+    for kind in [table, &nv_mem::NV_MEM_PERSISTENT] {
         mock::reset(1 << 20);
         if let Some(mr) = CoreMr::acquire(kind, MR_ADDR, MR_SIZE) {
             check_eq!(mock::live(), (1, 0));
@@ -634,7 +636,7 @@ fn page_table_versions_per_driver() {
     check_eq!(PageTableLayout::of(0x0000_0002), None);
     check_eq!(PageTableLayout::of(0x0003_0000), None);
 
-    let table = &client::NV_MEM_INVALIDATING_EX;
+    let table = &nv_mem::NV_MEM_INVALIDATING_EX;
     let Some(_core) = register(table, true) else {
         return;
     };
@@ -669,8 +671,8 @@ fn page_table_versions_per_driver() {
 
 fn failed_unpin_is_retried_at_release() {
     for (table, invalidating) in [
-        (&client::NV_MEM_INVALIDATING_EX, true),
-        (&client::NV_MEM_PERSISTENT, false),
+        (&nv_mem::NV_MEM_INVALIDATING_EX, true),
+        (&nv_mem::NV_MEM_PERSISTENT, false),
     ] {
         mock::reset(1 << 20);
         let refs = module_refs();
@@ -702,8 +704,8 @@ fn failed_unpin_is_retried_at_release() {
 fn refused_pin_unpin_failure_is_not_mine() {
     use crate::stats::{self, ErrorKind, STATS};
     for (table, invalidating) in [
-        (&client::NV_MEM_INVALIDATING_EX, true),
-        (&client::NV_MEM_PERSISTENT, false),
+        (&nv_mem::NV_MEM_INVALIDATING_EX, true),
+        (&nv_mem::NV_MEM_PERSISTENT, false),
     ] {
         mock::reset(1 << 20);
         let refs = module_refs();
@@ -739,7 +741,7 @@ fn refused_pin_unpin_failure_is_not_mine() {
         } else {
             check_eq!(mock::live(), (1, 0));
             check_eq!(module_refs(), refs);
-            drop(crate::stranded::Stash);
+            drop(crate::registration::stranded::Stash);
             check_eq!(mock::live(), (0, 0));
         }
     }
@@ -749,7 +751,7 @@ fn refused_pin_unpin_failure_is_not_mine() {
 /// Maps an MR of the invalidating client, lets the mock core behave as
 /// `mode`, frees the memory, and checks what the client did.
 fn invalidation(mode: CoreMode) {
-    let table = &client::NV_MEM_INVALIDATING_EX;
+    let table = &nv_mem::NV_MEM_INVALIDATING_EX;
     mock::reset(1 << 20);
     let refs = module_refs();
     let Some(_core) = register(table, true) else {
@@ -819,7 +821,7 @@ fn release_during_invalidation() {
 }
 
 fn freed_while_pinning() {
-    let table = &client::NV_MEM_INVALIDATING_EX;
+    let table = &nv_mem::NV_MEM_INVALIDATING_EX;
     mock::reset(1 << 20);
     let refs = module_refs();
     let Some(_core) = register(table, true) else {
@@ -859,9 +861,9 @@ fn core_registration_and_unregistration() {
     mock::reset(0);
     let before = mock::registered_clients();
     {
-        let a = register(&client::NV_MEM_INVALIDATING_EX, true);
+        let a = register(&nv_mem::NV_MEM_INVALIDATING_EX, true);
         check!(INVALIDATION.is_ready());
-        let b = register(&client::NV_MEM_NC, false);
+        let b = register(&nv_mem::NV_MEM_NC, false);
         check_eq!(mock::registered_clients(), before + 2);
         drop(b);
         drop(a);
@@ -917,7 +919,7 @@ fn debugfs_lines_and_counters() {
                 coalesce_sg: false,
             })
     );
-    let table = &client::NV_MEM_INVALIDATING_EX;
+    let table = &nv_mem::NV_MEM_INVALIDATING_EX;
     mock::reset(1 << 20);
     mock::set_dma_stride(2 * K64);
     let Some(_core) = register(table, true) else {
@@ -1086,7 +1088,7 @@ fn sg_entries_fit_nmap() {
 /// released stays alive while the driver holds its free callback (pages a
 /// failed unpin left pinned) and is counted until its callback ran.
 fn registrations_counted_alive() {
-    let table = &client::NV_MEM_INVALIDATING_EX;
+    let table = &nv_mem::NV_MEM_INVALIDATING_EX;
     mock::reset(1 << 20);
     check_eq!(crate::wait::alive(), 0);
     let Some(_core) = register(table, true) else {

@@ -8,7 +8,7 @@
 //! registration, [`RegistryLinks`]). The list owns one reference to each
 //! registration in it, which the core borrows ([`crate::registration::CoreRef`]).
 
-use crate::registration::Registration;
+use super::Registration;
 use crate::slab::SlabArc;
 use crate::sys;
 use core::cell::UnsafeCell;
