@@ -4,7 +4,7 @@
 //! lock backend of the kernel crate's [`Lock`] that calls the kernel's own
 //! out-of-line lock functions where the kernel has them.
 //!
-//! Why (issue 35): the kernel crate of Linux 6.12 takes a spinlock through
+//! Why: the kernel crate of Linux 6.12 takes a spinlock through
 //! two out-of-line calls before the kernel's `_raw_spin_lock`
 //! (`SpinLockBackend::lock`, then the C helper `rust_helper_spin_lock`), and
 //! releases it through two calls where C code stores one byte. The hot path

@@ -6,7 +6,7 @@
 //! [`Pinned::unpin`] while they live, [`Pinned::into_dead`] and
 //! [`DeadPages::free`] once the provider's free callback killed them. Only
 //! the owner knows which applies (the driver answers a put after the
-//! callback with 0 too, CONTRACT 2), so dropping pages pinned with a free
+//! callback with 0 too: docs/contract.md, what a put's 0 means), so dropping pages pinned with a free
 //! callback calls nothing in the provider and leaves the callback's data to
 //! it: a drop after the callback cannot touch dead objects nor free the data
 //! twice. Persistent pins (no callback) are unmapped and unpinned when
@@ -29,7 +29,8 @@ use kernel::ffi::c_void;
 pub(crate) trait FreeCallback {
     /// The data handed to the provider with the pin. The provider owns it
     /// until it calls the callback, or until a put unpins the pages before
-    /// any callback (a put's 0 alone does not say which: CONTRACT 2); it is
+    /// any callback (a put's 0 alone does not say which: docs/contract.md);
+    /// it is
     /// dropped on whichever thread gets it back.
     type Data: Foreign + Send;
 
@@ -93,7 +94,8 @@ impl Drop for RcuReadSection {
 /// `data` must come from `T::Data::into_foreign`, and the provider must have
 /// given it up without calling the callback, and never call it: the pin
 /// failed, or a put unpinned the pages before any free callback. The
-/// driver's 0 from a put does not say that alone (CONTRACT 2): the owner's
+/// driver's 0 from a put does not say that alone (docs/contract.md): the
+/// owner's
 /// state must.
 unsafe fn reclaim_callback_data<T: FreeCallback>(data: *mut c_void) {
     // SAFETY: guaranteed by the function's safety requirements.

@@ -137,8 +137,7 @@ pub(crate) struct Registration {
     /// under the state lock) is [`Stage::GotPages`]. Written once, under
     /// the lock, as the stage becomes that, and never again: a thread that
     /// saw that stage reads it after dropping the lock, and the free
-    /// callback keeps nothing of its critical section across the unlock
-    /// (issue 35).
+    /// callback keeps nothing of its critical section across the unlock.
     core_context: AtomicU64,
     /// For the log and debugfs only (wraps after 2^32 registrations).
     id: u32,
@@ -168,8 +167,8 @@ const _: () = assert!(
 /// The core's handle on a registration, from acquire to release: the
 /// registry's reference, borrowed. A registration is in the [`registry`]
 /// from the end of acquire until the core's release takes it out, and only
-/// release does, so the core holds no count of its own (issue 35: one
-/// increment at acquire and one decrement at release fewer).
+/// release does, so the core holds no count of its own: one increment at
+/// acquire and one decrement at release fewer.
 ///
 /// # Invariants
 ///

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Reference-counted objects in one kmalloc allocation each, counted with
-//! inline atomics: no kernel-crate `Arc` (issue 35).
+//! inline atomics: no kernel-crate `Arc`.
 //!
 //! Why: on Linux 6.12 the kernel crate allocates an `Arc` through
 //! `krealloc` (three out-of-line calls before the slab), and takes and drops
@@ -37,7 +37,7 @@ pub(crate) const fn object_size<T: Send + Sync + 'static>() -> usize {
 /// The allocation: the object, then the count and the module reference.
 /// The object first: the pointer C keeps ([`SlabArc::into_raw`]) is the
 /// allocation's, so a callback addresses the object's fields and the count
-/// from the one register (issue 35: the free callback kept two).
+/// from the one register.
 #[repr(C)]
 struct SlabObject<T> {
     value: T,

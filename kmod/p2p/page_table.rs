@@ -182,7 +182,7 @@ impl<T: FreeCallback> PageTable<T> {
     /// once per version and load (the same driver stamps every page table
     /// alike; each refusal is counted by the caller's [`Failure`]).
     /// acquire asks first, so such memory is "not ours" before the core
-    /// commits an MR to us (issue 31).
+    /// commits an MR to us.
     #[inline(always)]
     pub(crate) fn layout(&self) -> core::result::Result<PageTableLayout, Failure> {
         /// The last version refused with a line (above `u32::MAX`: none).

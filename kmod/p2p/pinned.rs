@@ -235,7 +235,7 @@ impl<T: FreeCallback> Pinned<T> {
 /// killed: what is left of them is memory to give back. Taken apart from
 /// [`Pinned`] (and uncounted) where the owner finds them, freed after
 /// whatever else the callback does: nothing of [`Pinned`] lives across
-/// those calls (issue 35). Dropped without [`DeadPages::free`], their memory
+/// those calls. Dropped without [`DeadPages::free`], their memory
 /// is leaked.
 ///
 /// # Invariants

@@ -17,7 +17,7 @@ use kernel::prelude::*;
 /// Why acquire cannot keep its pin (it unpins it at once).
 enum Unusable {
     /// A page table version this module cannot read: "not ours", decided
-    /// at acquire and not after the core committed the MR to us (issue 31).
+    /// at acquire and not after the core committed the MR to us.
     NotOurs(Failure),
     /// A page size or page count this module does not take: ours, and the
     /// core's get_pages fails with it.
@@ -63,7 +63,8 @@ impl Registration {
         let range = GpuRange::new(addr, size).map_err(|e| Failure::new(ErrorKind::Range, e))?;
         let module = ModuleRef::try_get().ok_or(Failure::new(ErrorKind::ModuleGoing, ENODEV))?;
         // acquire pins, and the pin is kept for the core's get_pages, which
-        // follows at once (CONTRACT 1.3): one pin a registration, where
+        // follows at once (docs/contract.md, the core's call order): one
+        // pin a registration, where
         // NVIDIA's module pins and unpins here and pins again there.
         let this = match kind {
             PinKind::Persistent => {

@@ -29,9 +29,8 @@ impl Registration {
                 // pinned, that no thread holds or reads. Nobody will from
                 // now on: every call sees the invalidation and leaves the
                 // pages alone. So they are the callback's, and the
-                // invalidation as good as done (one critical section,
-                // issue 35); they are freed once the core's invalidate
-                // returned.
+                // invalidation as good as done (one critical section);
+                // they are freed once the core's invalidate returned.
                 st.invalidation = Invalidation::Done;
                 // Before the unlock: a release that takes the lock after
                 // it sees the callback on its way into the core.
@@ -50,8 +49,7 @@ impl Registration {
 
     /// The rest of a free callback that found no live, idle registration of
     /// the core's: nothing to invalidate through the core. Out of line, with
-    /// its own unlock: the common callback carries nothing across its one
-    /// (issue 35).
+    /// its own unlock: the common callback carries nothing across its one.
     #[cold]
     #[inline(never)]
     pub(super) fn invalidate_uncommon(&self, mut st: StateGuard<'_, State>) {

@@ -88,7 +88,7 @@ pub(super) struct State {
 /// Where a registration is between acquire and the core's get_pages.
 /// acquire pins, and its pin is the one the core's get_pages takes: one pin
 /// a registration, where NVIDIA's module pins and unpins at acquire and
-/// pins again at get_pages (issue 35).
+/// pins again at get_pages.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum Stage {
     /// acquire has kept no pin (yet, or the memory was freed meanwhile).
