@@ -12,7 +12,6 @@ mod client;
 mod core_client;
 mod foreign;
 mod kunit;
-mod kunit_mock;
 #[macro_use]
 mod lock;
 mod modinfo;
@@ -26,7 +25,6 @@ mod sg;
 mod slab;
 mod stats;
 mod sys;
-mod tests;
 mod wait;
 
 use kernel::prelude::*;
