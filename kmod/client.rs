@@ -163,13 +163,17 @@ impl<T: PeerMemoryClient> Adapter<T> {
         if sg_head.is_null() || nmap.is_null() {
             return EINVAL.to_errno();
         }
-        // SAFETY: as in `get_pages`.
-        let context = unsafe { T::Context::borrow(client_context) };
-        // SAFETY: the core's device outlives the mapping (function's safety
-        // requirements).
-        let peer = unsafe { PciDevice::from_dma_device(dma_device) };
-        // SAFETY: `sg_head` is valid and exclusively ours for the call.
-        let sg_head = unsafe { &mut *sg_head };
+        // SAFETY: by the function's safety requirements: `client_context`
+        // came from `into_foreign` in `acquire` and is not released yet, the
+        // core's device outlives the mapping, and `sg_head` (checked
+        // non-null) is valid and exclusively ours for the call.
+        let (context, peer, sg_head) = unsafe {
+            (
+                T::Context::borrow(client_context),
+                PciDevice::from_dma_device(dma_device),
+                &mut *sg_head,
+            )
+        };
         match T::dma_map(context, sg_head, peer) {
             // An SG table has at most `c_int::MAX` entries
             // (`sg::table_entries`): never a negative count.
@@ -196,10 +200,10 @@ impl<T: PeerMemoryClient> Adapter<T> {
         if sg_head.is_null() {
             return 0;
         }
-        // SAFETY: as in `get_pages`.
-        let context = unsafe { T::Context::borrow(client_context) };
-        // SAFETY: `sg_head` is valid for the call.
-        T::dma_unmap(context, unsafe { &*sg_head });
+        // SAFETY: `client_context` as in `get_pages`; `sg_head` (checked
+        // non-null) is valid for the call.
+        let (context, sg_head) = unsafe { (T::Context::borrow(client_context), &*sg_head) };
+        T::dma_unmap(context, sg_head);
         0
     }
 
@@ -210,10 +214,10 @@ impl<T: PeerMemoryClient> Adapter<T> {
         if sg_head.is_null() {
             return;
         }
-        // SAFETY: as in `get_pages`.
-        let context = unsafe { T::Context::borrow(client_context) };
-        // SAFETY: `sg_head` is valid for the call.
-        T::put_pages(context, unsafe { &*sg_head });
+        // SAFETY: `client_context` as in `get_pages`; `sg_head` (checked
+        // non-null) is valid for the call.
+        let (context, sg_head) = unsafe { (T::Context::borrow(client_context), &*sg_head) };
+        T::put_pages(context, sg_head);
     }
 
     /// # Safety

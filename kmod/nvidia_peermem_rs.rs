@@ -17,6 +17,7 @@ mod core_client;
 mod debugfs;
 mod exclusive;
 mod foreign;
+mod kmalloc_arc;
 #[macro_use]
 mod lock;
 mod modinfo;
@@ -27,7 +28,6 @@ mod params;
 mod range;
 mod registration;
 mod sg;
-mod slab;
 mod stats;
 mod sys;
 mod wait;

@@ -11,6 +11,7 @@ mod abi;
 mod client;
 mod core_client;
 mod foreign;
+mod kmalloc_arc;
 mod kunit;
 #[macro_use]
 mod lock;
@@ -22,7 +23,6 @@ mod params;
 mod range;
 mod registration;
 mod sg;
-mod slab;
 mod stats;
 mod sys;
 mod wait;

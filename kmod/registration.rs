@@ -4,7 +4,7 @@
 //! release, and the state machine of its pages.
 //!
 //! Ownership, which is what makes the free callback safe:
-//! - the [`registry`] owns one reference ([`SlabArc`]) from acquire to
+//! - the [`registry`] owns one reference ([`KmallocArc`]) from acquire to
 //!   release, which the core borrows as its `client_context` ([`CoreRef`])
 //!   and release takes back;
 //! - while pages are pinned with a free callback, the provider owns another
@@ -17,7 +17,7 @@
 //!   provider ([`Stage::LeftToOwner`]) until the owner frees the memory or
 //!   exits, and the callback ends the registration;
 //! - the registration holds a module reference until its last reference
-//!   goes ([`crate::slab`]).
+//!   goes ([`crate::kmalloc_arc`]).
 //!
 //! Resources ([`Pinned`]) live in the state, or with the one thread that
 //! took them out to call the provider without our lock held (`in_flight`).
@@ -89,11 +89,11 @@ mod state;
 pub(crate) mod stranded;
 
 use crate::foreign::Foreign;
+use crate::kmalloc_arc::{KmallocArc, KmallocBorrow};
 use crate::lock::StateLock;
 use crate::module_ref::ModuleRef;
 use crate::range::GpuRange;
 use crate::sg::SgTable;
-use crate::slab::{SlabArc, SlabBorrow};
 use crate::stats::{ErrorKind, Failure};
 use core::fmt;
 use core::ptr::NonNull;
@@ -130,7 +130,7 @@ static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 pub(crate) struct Registration {
     #[pin]
     state: StateLock<State>,
-    /// Links in the [`registry`]'s list.
+    /// Links in the [`registry`]'s list, which its lock guards.
     links: RegistryLinks,
     range: GpuRange,
     /// The core's ticket, from its get_pages: valid once the stage (read
@@ -161,7 +161,7 @@ const IN_CORE_WAITED: u8 = 2;
 // table, not 224.
 const _: () = assert!(
     core::mem::size_of::<bindings::spinlock_t>() > 4
-        || crate::slab::object_size::<Registration>() <= 128
+        || crate::kmalloc_arc::object_size::<Registration>() <= 128
 );
 
 /// The core's handle on a registration, from acquire to release: the
@@ -172,7 +172,7 @@ const _: () = assert!(
 ///
 /// # Invariants
 ///
-/// `0` is what [`SlabArc::into_raw`] gives for a registration that is in
+/// `0` is what [`KmallocArc::into_raw`] gives for a registration that is in
 /// the registry, put there by the acquire that made this value; it stays
 /// there until [`Registration::release`] consumes this value.
 pub(crate) struct CoreRef(NonNull<Registration>);
@@ -186,12 +186,12 @@ impl CoreRef {
     }
 }
 
-// SAFETY: `borrow` gives a `SlabBorrow` of the registry's reference, which
+// SAFETY: `borrow` gives a `KmallocBorrow` of the registry's reference, which
 // lives until `from_foreign`'s value is given to `Registration::release`;
 // the pointer is `CoreRef`'s own, so `from_foreign` gives back the `CoreRef`
 // `into_foreign` took (and its invariant).
 unsafe impl Foreign for CoreRef {
-    type Borrowed<'a> = SlabBorrow<'a, Registration>;
+    type Borrowed<'a> = KmallocBorrow<'a, Registration>;
 
     #[inline(always)]
     fn into_foreign(self) -> *mut c_void {
@@ -199,12 +199,12 @@ unsafe impl Foreign for CoreRef {
     }
 
     #[inline(always)]
-    unsafe fn borrow<'a>(ptr: *mut c_void) -> SlabBorrow<'a, Registration> {
+    unsafe fn borrow<'a>(ptr: *mut c_void) -> KmallocBorrow<'a, Registration> {
         // SAFETY: `ptr` is a `CoreRef`'s (from `into_foreign`, not yet taken
-        // back: function's requirements): it came from `SlabArc::into_raw`,
+        // back: function's requirements): it came from `KmallocArc::into_raw`,
         // and the registry's reference keeps the registration alive until
         // release, which the borrow does not outlive.
-        unsafe { SlabBorrow::from_raw(NonNull::new_unchecked(ptr.cast())) }
+        unsafe { KmallocBorrow::from_raw(NonNull::new_unchecked(ptr.cast())) }
     }
 
     #[inline(always)]
@@ -226,8 +226,8 @@ impl Registration {
         in_flight: Option<Op>,
         pinned: Option<Pinned>,
         stage: Stage,
-    ) -> core::result::Result<SlabArc<Self>, Failure> {
-        SlabArc::pin_init(
+    ) -> core::result::Result<KmallocArc<Self>, Failure> {
+        KmallocArc::pin_init(
             module,
             try_pin_init!(Self {
                 state <- new_state_lock!(
@@ -249,11 +249,6 @@ impl Registration {
             }),
         )
         .map_err(|e| Failure::new(ErrorKind::NoMemory, e))
-    }
-
-    /// The registration's links in the [`registry`] (which guards them).
-    pub(crate) fn registry_links(&self) -> &RegistryLinks {
-        &self.links
     }
 
     /// Writes one line describing the registration (debugfs).

@@ -112,9 +112,9 @@ pub(super) fn debugfs_lines_and_counters() {
 /// it takes this kernel's spinlock out and puts a 4-byte one (padded to 8
 /// before the state) in.
 pub(super) fn registration_size() {
+    use crate::kmalloc_arc::object_size;
     use crate::lock::StateLock;
     use crate::registration::Registration;
-    use crate::slab::object_size;
     use core::mem::size_of;
     check!(size_of::<StateLock<()>>() > 64 || object_size::<Registration>() <= 192);
     let lock = size_of::<kernel::bindings::spinlock_t>().next_multiple_of(8);

@@ -5,10 +5,10 @@
 
 use super::state::{Invalidation, Op, Stage};
 use super::{registry, stranded, CoreRef, PinKind, Pinned, Registration};
+use crate::kmalloc_arc::KmallocArc;
 use crate::module_ref::ModuleRef;
 use crate::p2p::PageTable;
 use crate::range::GpuRange;
-use crate::slab::SlabArc;
 use crate::stats::{self, ErrorKind, Failure, STATS};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -92,7 +92,7 @@ impl Registration {
                 )?;
                 // The provider gets its own reference to the registration
                 // (the free callback's data).
-                let data = SlabArc::from(this.as_borrow());
+                let data = KmallocArc::from(this.as_borrow());
                 let Ok(page_table) = PageTable::pin_invalidating(range, data) else {
                     // Not GPU memory (or not pinnable): simply not ours.
                     // Nobody else holds the registration: it goes with
@@ -107,10 +107,10 @@ impl Registration {
             }
         };
         // The core borrows the registry's reference: the registration's
-        // address, which `SlabArc::into_raw` gives.
+        // address, which `KmallocArc::into_raw` gives.
         let raw = NonNull::from(&*this);
         registry::insert(this);
-        // INVARIANT: the address `SlabArc::into_raw` gives, and in the
+        // INVARIANT: the address `KmallocArc::into_raw` gives, and in the
         // registry now.
         Ok(Some(CoreRef(raw)))
     }

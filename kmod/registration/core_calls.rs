@@ -6,10 +6,10 @@
 use super::state::{Invalidation, Op, Stage};
 use super::{registry, CoreRef, PinKind, Pinned, Registration};
 use crate::core_client::INVALIDATION;
+use crate::kmalloc_arc::KmallocBorrow;
 use crate::p2p::PciDevice;
 use crate::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::sg::{SgPlan, SgTable};
-use crate::slab::SlabBorrow;
 use crate::stats::{self, ErrorKind, Failure, STATS};
 use core::sync::atomic::Ordering;
 use kernel::{bindings, prelude::*};
@@ -17,7 +17,7 @@ use kernel::{bindings, prelude::*};
 impl Registration {
     /// The core's get_pages: takes the pin acquire kept (no provider call).
     pub(crate) fn get_pages(
-        this: SlabBorrow<'_, Self>,
+        this: KmallocBorrow<'_, Self>,
         addr: u64,
         size: u64,
         core_context: u64,
@@ -35,7 +35,7 @@ impl Registration {
     }
 
     pub(super) fn try_get_pages(
-        this: SlabBorrow<'_, Self>,
+        this: KmallocBorrow<'_, Self>,
         addr: u64,
         size: u64,
         core_context: u64,

@@ -6,9 +6,9 @@
 use super::state::{Invalidation, Op, Stage, State};
 use super::{Registration, IN_CORE, IN_CORE_WAITED};
 use crate::core_client::INVALIDATION;
+use crate::kmalloc_arc::{KmallocArc, KmallocBorrow};
 use crate::lock::StateGuard;
 use crate::p2p::{DeadPages, FreeCallback};
-use crate::slab::{SlabArc, SlabBorrow};
 use crate::stats::{self, ErrorKind, STATS};
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
@@ -212,11 +212,11 @@ impl Registration {
 }
 
 impl FreeCallback for Registration {
-    type Data = SlabArc<Registration>;
+    type Data = KmallocArc<Registration>;
 
     // Into the callback's adapter: one function on the provider's call.
     #[inline(always)]
-    fn on_free(this: SlabBorrow<'_, Registration>) {
+    fn on_free(this: KmallocBorrow<'_, Registration>) {
         this.invalidate();
     }
 }
