@@ -93,14 +93,13 @@ use crate::kmalloc_arc::{KmallocArc, KmallocBorrow};
 use crate::lock::StateLock;
 use crate::module_ref::ModuleRef;
 use crate::range::GpuRange;
-use crate::sg::SgTable;
 use crate::stats::{ErrorKind, Failure};
 use core::fmt;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use kernel::{bindings, ffi::c_void, prelude::*};
 use registry::RegistryLinks;
-use state::{Invalidation, Op, Stage, State};
+use state::{Op, Stage, State};
 
 /// Pinned pages of a registration (its free callback is the registration's).
 type Pinned = crate::p2p::Pinned<Registration>;
@@ -231,13 +230,7 @@ impl Registration {
             module,
             try_pin_init!(Self {
                 state <- new_state_lock!(
-                    State {
-                        pinned,
-                        sg: None,
-                        stage,
-                        in_flight,
-                        invalidation: Invalidation::None,
-                    },
+                    State::new(stage, in_flight, pinned),
                     "nvidia_peermem_rs:registration"
                 ),
                 links: RegistryLinks::new(),
@@ -255,19 +248,7 @@ impl Registration {
     pub(crate) fn describe(&self, f: &mut impl fmt::Write) -> fmt::Result {
         let (state, mapped) = {
             let st = self.state.lock();
-            let state = match (st.invalidation, st.in_flight, &st.pinned) {
-                (Invalidation::Running, _, _) => "invalidating",
-                (Invalidation::Done, _, _) => "invalidated",
-                (_, Some(Op::Pinning), _) => "pinning",
-                (_, Some(Op::Mapping), _) => "mapping",
-                (_, Some(Op::Reading), _) => "reading",
-                (_, Some(Op::Unmapping), _) => "unmapping",
-                (_, Some(Op::Unpinning), _) => "unpinning",
-                (_, None, Some(p)) if p.is_mapped() => "mapped",
-                (_, None, Some(_)) => "pinned",
-                (_, None, None) => "acquired",
-            };
-            (state, st.sg.as_ref().map_or(0, SgTable::entries))
+            (st.name(), st.sg_entries())
         };
         writeln!(
             f,

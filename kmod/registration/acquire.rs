@@ -3,7 +3,7 @@
 //! acquire: pins the range the core asks about and keeps the pin for the
 //! core's get_pages, or says "not mine".
 
-use super::state::{Invalidation, Op, Stage};
+use super::state::{Op, PinningEnd, Stage};
 use super::{registry, stranded, CoreRef, PinKind, Pinned, Registration};
 use crate::kmalloc_arc::KmallocArc;
 use crate::module_ref::ModuleRef;
@@ -197,36 +197,16 @@ impl Registration {
         &self,
         page_table: PageTable<Self>,
     ) -> core::result::Result<bool, Failure> {
-        let (pinned, unusable) = {
-            let mut st = self.state.lock();
-            match st.invalidation {
-                Invalidation::None => match Unusable::check(&page_table) {
-                    Ok(()) => {
-                        st.in_flight = None;
-                        st.pinned = Some(Pinned::new(page_table));
-                        st.stage = Stage::PinKept;
-                        return Ok(true);
-                    }
-                    Err(unusable) => {
-                        st.in_flight = Some(Op::Unpinning);
-                        (Pinned::new(page_table), unusable)
-                    }
-                },
-                Invalidation::Running => {
-                    // The callback (not waiting for a pin) frees it after
-                    // it returns from the core.
-                    st.in_flight = None;
-                    st.pinned = Some(Pinned::new(page_table));
-                    return Ok(false);
-                }
-                Invalidation::Done => {
-                    st.in_flight = None;
-                    drop(st);
-                    // SAFETY: the invalidation is `Done`: the provider called
-                    // the free callback of this page table.
-                    self.free_dead(unsafe { Pinned::new(page_table).into_dead() });
-                    return Ok(false);
-                }
+        let end = self.state.lock().end_pinning(page_table, Unusable::check);
+        let (pinned, unusable) = match end {
+            PinningEnd::Kept => return Ok(true),
+            PinningEnd::Unusable(pinned, unusable) => (pinned, unusable),
+            PinningEnd::Invalidated => return Ok(false),
+            PinningEnd::Dead(pinned) => {
+                // SAFETY: the invalidation is `Done`: the provider called
+                // the free callback of this page table.
+                self.free_dead(unsafe { pinned.into_dead() });
+                return Ok(false);
             }
         };
         match self.try_unpin_in_flight(pinned) {
@@ -238,7 +218,7 @@ impl Registration {
         match unusable {
             Unusable::NotOurs(f) => Err(f),
             Unusable::Refused(f) => {
-                self.state.lock().stage = Stage::Refused(f.kind);
+                self.state.lock().refuse(f.kind);
                 Ok(true)
             }
         }
@@ -253,7 +233,7 @@ impl Registration {
     /// keeping the module loaded till then. The core never knew it: no
     /// invalidation goes to the core (no ticket).
     pub(super) fn give_up_refused_pin(&self, e: Error) -> Failure {
-        self.state.lock().stage = Stage::Released;
+        self.state.lock().give_up();
         pr_err!(
             "unpinning acquire's pin of [{:#x}, {:#x}) failed ({:?}): not taking it (the core may offer it to another client); the pin ends when the memory is freed (this module stays in use until then)\n",
             self.range.start(),

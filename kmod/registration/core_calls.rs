@@ -3,7 +3,7 @@
 //! The core's calls on a registration after acquire: get_pages, dma_map,
 //! dma_unmap, put_pages, get_page_size and release.
 
-use super::state::{Invalidation, Op, Stage};
+use super::state::Op;
 use super::{registry, CoreRef, PinKind, Pinned, Registration};
 use crate::core_client::INVALIDATION;
 use crate::kmalloc_arc::KmallocBorrow;
@@ -48,19 +48,10 @@ impl Registration {
             return Err(Failure::new(ErrorKind::Sequence, EAGAIN));
         }
         let mut st = this.state.lock();
-        if st.invalidation != Invalidation::None {
-            // Freed since acquire pinned it: the callback freed the pin.
-            return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
-        }
-        match st.stage {
-            Stage::PinKept if st.in_flight.is_none() => {}
-            // Said when acquire checked the pin; unpinned then.
-            Stage::Refused(kind) => return Err(Failure::new(kind, EINVAL)),
-            _ => return Err(Failure::new(ErrorKind::Sequence, EINVAL)),
-        }
         // The pin acquire kept becomes the core's; from now on a free
-        // callback invalidates through the core with this ticket.
-        st.stage = Stage::GotPages;
+        // callback invalidates through the core with this ticket, written
+        // under the same lock.
+        st.take_pin_for_core()?;
         this.core_context.store(core_context, Ordering::Relaxed);
         Ok(())
     }
@@ -103,27 +94,7 @@ impl Registration {
                     .map_err(|e| Failure::new(ErrorKind::SgTable, e))?,
             )
         };
-        let mut pinned = {
-            let mut st = self.state.lock();
-            if st.invalidation != Invalidation::None {
-                return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
-            }
-            if st.in_flight.is_some()
-                || st.stage != Stage::GotPages
-                || st.sg.is_some()
-                // (a match: `map_or(true, ..)` and its replacement
-                // `is_none_or` each fail clippy on one of our kernels' MSRVs)
-                || match &st.pinned {
-                    Some(p) => p.is_mapped(),
-                    None => true,
-                }
-            {
-                return Err(Failure::new(ErrorKind::Sequence, EINVAL));
-            }
-            st.in_flight = Some(Op::Mapping);
-            st.pinned.take()
-        }
-        .ok_or(Failure::new(ErrorKind::Sequence, EINVAL))?;
+        let mut pinned = self.state.lock().take_for_mapping()?;
 
         let mapped = pinned.map(peer);
         if !self.out_of_provider() {
@@ -174,39 +145,7 @@ impl Registration {
     /// invalidation made it a no-op.
     #[inline(always)]
     pub(super) fn take_for(&self, op: Op, sg_head: &bindings::sg_table) -> Option<Pinned> {
-        let mut st = self.state.lock();
-        if st.invalidation != Invalidation::None {
-            // From inside our own free callback (same task), during it or
-            // after it: the callback unmaps and unpins.
-            stats::inc(&STATS.skipped_after_invalidation);
-            return None;
-        }
-        if let Some(sg) = &st.sg {
-            if !sg.is(sg_head) {
-                STATS.error(ErrorKind::Sequence);
-                pr_warn!(
-                    "registration {}: {:?} with an SG table that is not ours\n",
-                    self.id,
-                    op
-                );
-            }
-        }
-        if st.in_flight.is_some() {
-            STATS.error(ErrorKind::Sequence);
-            return None;
-        }
-        if matches!(st.stage, Stage::PinKept | Stage::LeftToOwner) {
-            // Before the core's get_pages took acquire's pin (release
-            // unpins it), or after the pages were left to their owner:
-            // nothing of the core's to unmap or unpin.
-            return None;
-        }
-        let pinned = st.pinned.take()?;
-        st.in_flight = Some(match op {
-            Op::Unpinning => Op::unpinning(&pinned),
-            op => op,
-        });
-        Some(pinned)
+        self.state.lock().take_for_core(op, sg_head, self.id)
     }
 
     /// The core's dma_unmap.
@@ -262,26 +201,11 @@ impl Registration {
         };
         let (sg, leftover, in_core) = {
             let mut st = this.state.lock();
-            // Pages left to their owner stay so: its free callback ends them.
-            let left_to_owner = st.stage == Stage::LeftToOwner;
-            if !left_to_owner {
-                st.stage = Stage::Released;
-            }
-            let leftover = if st.invalidation == Invalidation::None
-                && st.in_flight.is_none()
-                && !left_to_owner
-            {
-                st.pinned.take()
-            } else {
-                None
-            };
-            if let Some(pinned) = &leftover {
-                st.in_flight = Some(Op::unpinning(pinned));
-            }
+            let (sg, leftover) = st.release();
             // A free callback that set this did so under this lock, and
             // none sets it after (the stage is no longer `GotPages`).
             let in_core = this.in_core.load(Ordering::Relaxed) != 0;
-            (st.sg.take(), leftover, in_core)
+            (sg, leftover, in_core)
         };
         drop(sg);
         if let Some(pinned) = leftover {

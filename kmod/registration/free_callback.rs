@@ -3,8 +3,8 @@
 //! The free callback: the provider says the memory is being freed, and the
 //! registration is invalidated through the core and its pages freed.
 
-use super::state::{Invalidation, Op, Stage, State};
-use super::{Registration, IN_CORE, IN_CORE_WAITED};
+use super::state::{Op, OtherInvalidation, State};
+use super::{Pinned, Registration, IN_CORE, IN_CORE_WAITED};
 use crate::core_client::INVALIDATION;
 use crate::kmalloc_arc::{KmallocArc, KmallocBorrow};
 use crate::lock::StateGuard;
@@ -17,34 +17,25 @@ impl Registration {
     /// The free callback: invalidate through the core, then free the dead
     /// mapping and page table.
     #[inline(always)]
-    pub(super) fn invalidate(&self) {
+    fn invalidate(&self, callback: &InFreeCallback) {
         stats::inc(&STATS.invalidations);
         let mut st = self.state.lock();
-        if st.invalidation == Invalidation::None
-            && st.in_flight.is_none()
-            && st.stage == Stage::GotPages
-        {
-            if let Some(pinned) = st.pinned.take() {
-                // The common callback: a live registration of the core's,
-                // pinned, that no thread holds or reads. Nobody will from
-                // now on: every call sees the invalidation and leaves the
-                // pages alone. So they are the callback's, and the
-                // invalidation as good as done (one critical section);
-                // they are freed once the core's invalidate returned.
-                st.invalidation = Invalidation::Done;
-                // Before the unlock: a release that takes the lock after
-                // it sees the callback on its way into the core.
-                self.in_core.store(IN_CORE, Ordering::Relaxed);
-                // SAFETY: we are the page table's free callback.
-                let dead = unsafe { pinned.into_dead() };
-                drop(st);
-                self.invalidate_core(self.core_context.load(Ordering::Relaxed));
-                self.out_of_core();
-                self.free_dead(dead);
-                return;
-            }
+        if let Some(pinned) = st.invalidate_idle() {
+            // The common callback: a live registration of the core's,
+            // pinned, that no thread holds or reads; the invalidation is as
+            // good as done (one critical section), and the pages are freed
+            // once the core's invalidate returned.
+            // Before the unlock: a release that takes the lock after it
+            // sees the callback on its way into the core.
+            self.in_core.store(IN_CORE, Ordering::Relaxed);
+            let dead = callback.kill(pinned);
+            drop(st);
+            self.invalidate_core(self.core_context.load(Ordering::Relaxed));
+            self.out_of_core();
+            self.free_dead(dead);
+            return;
         }
-        self.invalidate_uncommon(st);
+        self.invalidate_uncommon(st, callback);
     }
 
     /// The rest of a free callback that found no live, idle registration of
@@ -52,35 +43,26 @@ impl Registration {
     /// its own unlock: the common callback carries nothing across its one.
     #[cold]
     #[inline(never)]
-    pub(super) fn invalidate_uncommon(&self, mut st: StateGuard<'_, State>) {
+    fn invalidate_uncommon(&self, mut st: StateGuard<'_, State>, callback: &InFreeCallback) {
         stats::inc(&STATS.invalidations_without_core);
-        if st.invalidation != Invalidation::None {
-            return;
-        }
-        if st.in_flight.is_none() {
-            // No ticket (acquire's pin before the core's get_pages took
-            // it, a registration the core released, or pages left to their
-            // owner), or nothing pinned (the core unpinned it): the pages,
-            // if any, are freed here.
-            st.invalidation = Invalidation::Done;
-            let taken = st.pinned.take();
-            let was_left_to_owner = st.stage == Stage::LeftToOwner;
-            drop(st);
-            if was_left_to_owner {
-                STATS.left_to_owner.fetch_sub(1, Ordering::Relaxed);
+        match st.invalidate_other() {
+            OtherInvalidation::Again => {}
+            OtherInvalidation::Done(taken, was_left_to_owner) => {
+                // The pages, if any, are freed here.
+                drop(st);
+                if was_left_to_owner {
+                    STATS.left_to_owner.fetch_sub(1, Ordering::Relaxed);
+                }
+                if let Some(pinned) = taken {
+                    self.free_dead(callback.kill(pinned));
+                }
             }
-            if let Some(pinned) = taken {
-                // SAFETY: we are the page table's free callback.
-                self.free_dead(unsafe { pinned.into_dead() });
+            OtherInvalidation::Running => {
+                // No invalidation through the core, and the end waits for
+                // the readers.
+                drop(st);
+                self.end_invalidation(callback);
             }
-        } else {
-            // A thread holds the resources (the core tearing down or still
-            // setting up, on another thread: it sees the invalidation and
-            // fails or skips), or reads them: no invalidation through the
-            // core, and the end waits for the readers.
-            st.invalidation = Invalidation::Running;
-            drop(st);
-            self.end_invalidation();
         }
     }
 
@@ -177,13 +159,13 @@ impl Registration {
     /// Out of line: the common callback takes the pages in its first look.
     #[cold]
     #[inline(never)]
-    pub(super) fn end_invalidation(&self) {
+    fn end_invalidation(&self, callback: &InFreeCallback) {
         let mut waited = false;
         let mut taken = None;
         let look = || {
-            let mut st = self.state.lock();
-            match st.in_flight {
-                Some(op) if op.reads_provider_objects() => {
+            let end = self.state.lock().end_invalidation();
+            match end {
+                Err(op) => {
                     if waited {
                         stats::inc(&STATS.free_wait_rechecks);
                     } else {
@@ -196,18 +178,36 @@ impl Registration {
                     }
                     false
                 }
-                _ => {
-                    st.invalidation = Invalidation::Done;
-                    taken = st.pinned.take();
+                Ok(pinned) => {
+                    taken = pinned;
                     true
                 }
             }
         };
         crate::wait::free_wait(look);
         if let Some(pinned) = taken {
-            // SAFETY: we are the page table's free callback.
-            self.free_dead(unsafe { pinned.into_dead() });
+            self.free_dead(callback.kill(pinned));
         }
+    }
+}
+
+/// Code holding this runs inside the provider's free callback of a
+/// registration's page table, and deals with that registration only.
+///
+/// # Invariants
+///
+/// Made only by [`FreeCallback::on_free`], lent for that call only, to the
+/// registration it was called for.
+struct InFreeCallback(());
+
+impl InFreeCallback {
+    /// The registration's pages, `pinned`, as dead: the provider called
+    /// their page table's free callback (this one).
+    #[inline(always)]
+    fn kill(&self, pinned: Pinned) -> DeadPages {
+        // SAFETY: we are the page table's free callback (type invariant): a
+        // registration's pages are its one page table with a callback.
+        unsafe { pinned.into_dead() }
     }
 }
 
@@ -217,6 +217,7 @@ impl FreeCallback for Registration {
     // Into the callback's adapter: one function on the provider's call.
     #[inline(always)]
     fn on_free(this: KmallocBorrow<'_, Registration>) {
-        this.invalidate();
+        // INVARIANT: the provider's free callback of `this`, for this call.
+        this.invalidate(&InFreeCallback(()));
     }
 }

@@ -3,7 +3,7 @@
 //! The hand-off of a registration's pages to the one thread that calls the
 //! provider with them outside the state lock, and back.
 
-use super::state::{HandBack, Invalidation, Op, Stage};
+use super::state::HandBack;
 use super::{PinKind, Pinned, Registration};
 use crate::sg::SgTable;
 use crate::stats::{self, ErrorKind, STATS};
@@ -26,12 +26,7 @@ impl Registration {
         if self.kind == PinKind::Persistent {
             return true;
         }
-        let mut st = self.state.lock();
-        if st.invalidation != Invalidation::None {
-            return false;
-        }
-        st.in_flight = Some(Op::Reading);
-        true
+        self.state.lock().start_reading()
     }
 
     /// Ends an in-flight operation that holds `pinned` (and, for dma_map, the
@@ -41,38 +36,30 @@ impl Registration {
     /// frees them itself. Returns whether an invalidation started.
     #[inline(always)]
     pub(super) fn finish_in_flight(&self, pinned: Pinned, sg: Option<SgTable>) -> bool {
-        let (invalidated, hand_back, unused_sg) = {
-            let mut st = self.state.lock();
-            st.in_flight = None;
-            match st.invalidation {
-                Invalidation::Done => (true, HandBack::FreeDead(pinned), sg),
-                Invalidation::Running => {
-                    // The callback frees it after the core's invalidate; it
-                    // may be waiting for us (woken below).
-                    st.pinned = Some(pinned);
-                    (true, HandBack::WakeCallback, sg)
-                }
-                Invalidation::None => {
-                    st.pinned = Some(pinned);
-                    let replaced = match sg {
-                        Some(sg) => st.sg.replace(sg),
-                        None => None,
-                    };
-                    (false, HandBack::Kept, replaced)
-                }
-            }
-        };
+        let (hand_back, unused_sg) = self.state.lock().hand_back(pinned, sg);
         drop(unused_sg);
+        self.complete_hand_back(hand_back)
+    }
+
+    /// Does what `hand_back` says after the unlock: wakes a running free
+    /// callback, which may be waiting for this thread, or frees pages whose
+    /// free callback has finished. Returns whether an invalidation started.
+    #[inline(always)]
+    pub(super) fn complete_hand_back(&self, hand_back: HandBack) -> bool {
         match hand_back {
-            HandBack::Kept => {}
-            HandBack::WakeCallback => crate::wait::wake_free_waiters(),
+            HandBack::Kept => false,
+            HandBack::WakeCallback => {
+                crate::wait::wake_free_waiters();
+                true
+            }
             HandBack::FreeDead(pinned) => {
-                // SAFETY: the invalidation is `Done`: the provider called the
-                // free callback of this page table.
-                self.free_dead(unsafe { pinned.into_dead() })
+                // SAFETY: `FreeDead` holds pages of this registration whose
+                // invalidation is `Done` (its invariant): the provider called
+                // the free callback of their page table.
+                self.free_dead(unsafe { pinned.into_dead() });
+                true
             }
         }
-        invalidated
     }
 
     /// Unpins `pinned`, taken out of the state by an operation in flight
@@ -100,15 +87,7 @@ impl Registration {
                 }
                 return invalidated;
             }
-            let unpinning = {
-                let mut st = self.state.lock();
-                let unpinning = st.invalidation == Invalidation::None;
-                if unpinning {
-                    st.in_flight = Some(Op::Unpinning);
-                }
-                unpinning
-            };
-            if !unpinning {
+            if !self.state.lock().start_unpinning() {
                 // The callback waited for the unmap; it frees the pages.
                 return self.finish_in_flight(pinned, None);
             }
@@ -139,11 +118,7 @@ impl Registration {
         }
         match pinned.unpin() {
             Ok(unpinned) => {
-                let callback_ran = {
-                    let mut st = self.state.lock();
-                    st.in_flight = None;
-                    st.invalidation != Invalidation::None
-                };
+                let callback_ran = self.state.lock().end_unpinning();
                 if callback_ran {
                     // The driver answers the pinning process's put_pages with
                     // 0 also when the free callback got there first (the
@@ -197,43 +172,20 @@ impl Registration {
         let (owner, here) = (pinned.owner(), crate::p2p::Process::current());
         let pinned = match pinned.leave_to_driver() {
             Ok(()) => {
-                self.state.lock().in_flight = None;
+                self.state.lock().end_in_flight();
                 stats::inc(&STATS.unpins_from_other_process);
                 self.said_left_to_owner(owner, here, "when it exits");
                 return false;
             }
             Err(pinned) => pinned,
         };
-        let (invalidated, hand_back) = {
-            let mut st = self.state.lock();
-            st.in_flight = None;
-            match st.invalidation {
-                Invalidation::Done => (true, HandBack::FreeDead(pinned)),
-                Invalidation::Running => {
-                    st.pinned = Some(pinned);
-                    (true, HandBack::WakeCallback)
-                }
-                Invalidation::None => {
-                    st.pinned = Some(pinned);
-                    st.stage = Stage::LeftToOwner;
-                    (false, HandBack::Kept)
-                }
-            }
-        };
-        match hand_back {
-            HandBack::Kept => {
-                stats::inc(&STATS.unpins_from_other_process);
-                stats::inc(&STATS.left_to_owner);
-                self.said_left_to_owner(owner, here, "when it frees the memory or exits");
-            }
-            HandBack::WakeCallback => crate::wait::wake_free_waiters(),
-            HandBack::FreeDead(pinned) => {
-                // SAFETY: the invalidation is `Done`: the provider called the
-                // free callback of this page table.
-                self.free_dead(unsafe { pinned.into_dead() })
-            }
+        let hand_back = self.state.lock().leave_to_owner(pinned);
+        if matches!(hand_back, HandBack::Kept) {
+            stats::inc(&STATS.unpins_from_other_process);
+            stats::inc(&STATS.left_to_owner);
+            self.said_left_to_owner(owner, here, "when it frees the memory or exits");
         }
-        invalidated
+        self.complete_hand_back(hand_back)
     }
 
     /// Says, once a load, that pages were left to the process that pinned
