@@ -76,10 +76,10 @@ void pm_shim_rcu_read_lock(void);
 void pm_shim_rcu_read_unlock(void);
 
 /*
- * The free callbacks' wait queue (issue 31): a free callback that must wait
+ * The free callbacks' wait queue: a free callback that must wait
  * for a thread reading its page table sleeps until @done(@arg) returns
  * true, uninterruptibly; @done runs again after every wake-up. The caller
- * has looked once already (@done returned false; issue 35: the common case,
+ * has looked once already (@done returned false; the common case,
  * nothing to wait for, makes no call here), so this looks first once
  * queued for a wake-up (__wait_event), as wait_event's second look.
  * A reader that ends while an invalidation runs wakes every waiter (each
@@ -89,7 +89,7 @@ void pm_shim_free_wait(bool (*done)(void *arg), void *arg);
 void pm_shim_free_wake(void);
 
 /*
- * Registrations alive (issue 31): a failed init waits until none is left.
+ * Registrations alive: a failed init waits until none is left.
  * The count is Rust's (kmod/wait.rs), with a base of 1 that only the waiter
  * drops while it waits: Rust decrements it inline while that leaves it
  * above 0, and calls put_last for the decrement that may reach 0. It

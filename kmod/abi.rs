@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Compile-time pins of the C ABI: the size and every field offset of each
-//! structure in `shared/CONTRACT.md` (x86_64), checked against whatever
+//! structure in `docs/contract.md` (x86_64), checked against whatever
 //! headers bindgen read (ours, or OFED's / NVIDIA's when given). A mismatch
 //! fails the build instead of corrupting memory at run time.
 

@@ -129,7 +129,7 @@ impl CoreRegistration {
                 table.name(),
                 legacy_hint
             );
-            // The load's error codes, decided (issue 31): EBUSY here, where
+            // The load's error codes: EBUSY here, where
             // NVIDIA's module returns EINVAL. The core's NULL almost always
             // means the name is owned by another client, i.e. busy, and
             // `modprobe` then prints "Device or resource busy" instead of

@@ -9,7 +9,7 @@
 
 use crate::compat;
 use crate::p2p::{PersistentApi, PAGE_TABLE_NEWEST, PAGE_TABLE_OLDEST};
-use crate::registry;
+use crate::registration::registry;
 use crate::stats::{self, ErrorKind, STATS};
 use crate::sys;
 use core::fmt::{self, Write};

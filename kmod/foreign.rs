@@ -6,7 +6,7 @@
 //!
 //! The kernel crate's `ForeignOwnable` has another shape on each kernel of
 //! the matrix (`*const` or `*mut`, alignment, mutable borrows), and the
-//! registration is not one of its types ([`crate::slab`]): this is the
+//! registration is not one of its types ([`crate::kmalloc_arc`]): this is the
 //! part of it this module uses.
 
 use kernel::{ffi::c_void, prelude::*};

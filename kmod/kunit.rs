@@ -9,6 +9,17 @@
 
 use kernel::bindings;
 
+pub(crate) mod mock;
+
+mod client_tables;
+mod debugfs;
+mod invalidation;
+mod lifecycle;
+mod p2p;
+mod range_params;
+mod refusals;
+mod sg;
+
 /// Checks a condition inside a KUnit case; reports and ends the case when
 /// false.
 macro_rules! check {
@@ -59,7 +70,7 @@ macro_rules! kunit_suite {
     };
 }
 
-pub(crate) use {check, check_eq, kunit_suite};
+pub(crate) use {check, check_eq};
 
 /// A test case named `name` (a NUL-terminated string) running `run`.
 pub(crate) const fn case(
@@ -109,3 +120,45 @@ pub(crate) const fn suite(name: &str, cases: *mut bindings::kunit_case) -> bindi
         is_init: false,
     }
 }
+
+// The one suite, its cases in the order they run (they share the mock).
+use client_tables::*;
+use debugfs::*;
+use invalidation::*;
+use lifecycle::*;
+use p2p::*;
+use range_params::*;
+use refusals::*;
+use sg::*;
+
+kunit_suite!(
+    "nvidia_peermem_rs",
+    [
+        range_aligns_outward,
+        range_rejects_empty_and_overflow,
+        params_validate,
+        client_tables_per_mode,
+        client_selection_per_params,
+        sg_one_entry_per_page,
+        sg_coalescing,
+        sg_table_build,
+        core_registration_and_unregistration,
+        registration_lifecycle_invalidating,
+        registration_lifecycle_persistent,
+        acquire_declines_non_gpu_memory,
+        refusals_release_everything,
+        failed_unpin_is_retried_at_release,
+        refused_pin_unpin_failure_is_not_mine,
+        invalidation_with_invalidate_unmaps,
+        invalidation_core_calls_back_inside,
+        release_during_invalidation,
+        freed_while_pinning,
+        debugfs_lines_and_counters,
+        registration_size,
+        page_table_versions_per_driver,
+        drop_after_free_callback,
+        null_page_table_keeps_callback_data,
+        sg_entries_fit_nmap,
+        registrations_counted_alive,
+    ]
+);

@@ -4,7 +4,7 @@
 //! lock backend of the kernel crate's [`Lock`] that calls the kernel's own
 //! out-of-line lock functions where the kernel has them.
 //!
-//! Why (issue 35): the kernel crate of Linux 6.12 takes a spinlock through
+//! Why: the kernel crate of Linux 6.12 takes a spinlock through
 //! two out-of-line calls before the kernel's `_raw_spin_lock`
 //! (`SpinLockBackend::lock`, then the C helper `rust_helper_spin_lock`), and
 //! releases it through two calls where C code stores one byte. The hot path
@@ -85,16 +85,13 @@ mod direct {
             // On these kernels `spin_lock(l)` is `_raw_spin_lock(&l->rlock)`,
             // an exported function (lockdep's hooks inside).
             #[cfg(all(CONFIG_SMP, not(CONFIG_PREEMPT_RT), not(CONFIG_INLINE_SPIN_LOCK)))]
-            // SAFETY: the caller guarantees that `ptr` points at a spinlock
-            // initialised by `init`; `rlock` is its first member.
-            unsafe {
-                bindings::_raw_spin_lock(raw(ptr))
-            }
+            let (lock, lock_ptr) = (bindings::_raw_spin_lock, raw(ptr));
             #[cfg(not(all(CONFIG_SMP, not(CONFIG_PREEMPT_RT), not(CONFIG_INLINE_SPIN_LOCK))))]
-            // SAFETY: as above.
-            unsafe {
-                bindings::spin_lock(ptr)
-            }
+            let (lock, lock_ptr) = (bindings::spin_lock, ptr);
+            // SAFETY: the caller guarantees that `ptr` points at a spinlock
+            // initialised by `init`; `lock_ptr` is it, or its first member
+            // `rlock` for `_raw_spin_lock`.
+            unsafe { lock(lock_ptr) }
         }
 
         #[cfg(pm_lock_backend_try_lock)]
@@ -126,16 +123,13 @@ mod direct {
             // debugging); otherwise inline C code, reached through the
             // kernel crate's helper.
             #[cfg(all(CONFIG_SMP, not(CONFIG_PREEMPT_RT), CONFIG_UNINLINE_SPIN_UNLOCK))]
-            // SAFETY: the caller owns the lock at `ptr`, initialised by
-            // `init`; `rlock` is its first member.
-            unsafe {
-                bindings::_raw_spin_unlock(raw(ptr))
-            }
+            let (unlock, lock_ptr) = (bindings::_raw_spin_unlock, raw(ptr));
             #[cfg(not(all(CONFIG_SMP, not(CONFIG_PREEMPT_RT), CONFIG_UNINLINE_SPIN_UNLOCK)))]
-            // SAFETY: as above.
-            unsafe {
-                bindings::spin_unlock(ptr)
-            }
+            let (unlock, lock_ptr) = (bindings::spin_unlock, ptr);
+            // SAFETY: the caller owns the lock at `ptr`, initialised by
+            // `init`; `lock_ptr` is it, or its first member `rlock` for
+            // `_raw_spin_unlock`.
+            unsafe { unlock(lock_ptr) }
         }
     }
 }

@@ -8,7 +8,7 @@
 /// Version of the module, also announced to the PeerDirect core as the client
 /// version (it must fit 14 characters plus NUL, see [`crate::client`]).
 ///
-/// Decided (issue 31): both `/sys/module/<name>/version` and
+/// Both `/sys/module/<name>/version` and
 /// `/sys/kernel/mm/memory_peers/<client>/version` (where the core publishes
 /// that tree) say this module's own
 /// version, also in the drop-in build, where NVIDIA's module says the

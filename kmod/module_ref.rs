@@ -40,7 +40,7 @@ impl ModuleRef {
         // INVARIANT: the reference was taken when `got`. The value is made
         // only then: `got.then_some(Self(()))` would build it first and,
         // when `got` is false, drop it, putting a reference never taken
-        // (the module_put underflow of issue 11, while the module is going).
+        // (a module_put underflow, while the module is going).
         if got {
             crate::wait::alive_get();
             Some(Self(()))

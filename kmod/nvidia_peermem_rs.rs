@@ -17,19 +17,18 @@ mod core_client;
 mod debugfs;
 mod exclusive;
 mod foreign;
+mod kmalloc_arc;
 #[macro_use]
 mod lock;
 mod modinfo;
 mod module_ref;
+mod nv_mem;
 mod p2p;
 mod params;
 mod range;
 mod registration;
-mod registry;
 mod sg;
-mod slab;
 mod stats;
-mod stranded;
 mod sys;
 mod wait;
 
@@ -63,7 +62,7 @@ struct NvidiaPeermem {
     _debugfs: debugfs::Dir,
     // Then acquire's refused pins that could not be unpinned are tried
     // again.
-    _stranded: stranded::Stash,
+    _stranded: registration::stranded::Stash,
 }
 
 /// Registers the clients of `config` with the core, into `clients`. On
@@ -73,7 +72,7 @@ fn register_clients(
     config: &params::Config,
     clients: &mut KVec<core_client::CoreRegistration>,
 ) -> Result {
-    for spec in client::clients_for(config.clients, config.abi)
+    for spec in nv_mem::clients_for(config.clients, config.abi)
         .into_iter()
         .flatten()
     {
@@ -111,7 +110,7 @@ impl kernel::Module for NvidiaPeermem {
         let config = params::Config::from_params()?;
         exclusive::refuse_beside_others()?;
         // Before the clients: on a failure below, dropped after them.
-        let stranded = stranded::Stash;
+        let stranded = registration::stranded::Stash;
         let debugfs = debugfs::Dir::create();
         let mut clients = KVec::new();
         if let Err(e) = register_clients(&config, &mut clients) {
@@ -120,7 +119,7 @@ impl kernel::Module for NvidiaPeermem {
         pr_info!(
             "version {}: registered {}{}\n",
             modinfo::VERSION,
-            client::describe(&config),
+            nv_mem::describe(&config),
             if config.coalesce_sg {
                 ", coalescing SG entries"
             } else {

@@ -11,23 +11,20 @@ mod abi;
 mod client;
 mod core_client;
 mod foreign;
+mod kmalloc_arc;
 mod kunit;
-mod kunit_mock;
 #[macro_use]
 mod lock;
 mod modinfo;
 mod module_ref;
+mod nv_mem;
 mod p2p;
 mod params;
 mod range;
 mod registration;
-mod registry;
 mod sg;
-mod slab;
 mod stats;
-mod stranded;
 mod sys;
-mod tests;
 mod wait;
 
 use kernel::prelude::*;

@@ -100,7 +100,7 @@ pub(crate) struct Stats {
     pub(crate) released: AtomicU64,
     /// Bytes of GPU memory pinned through the P2P API right now (debugfs
     /// says the pages too: 64 KiB each). Bytes, not pages: a range's length
-    /// is what a pin and an unpin have at hand (issue 35).
+    /// is what a pin and an unpin have at hand.
     pub(crate) pinned_bytes: AtomicU64,
     /// DMA mappings alive right now.
     pub(crate) mappings: AtomicU64,
@@ -109,7 +109,7 @@ pub(crate) struct Stats {
     /// Free callbacks that did not call the core's invalidate function (no
     /// ticket, released, or the pages held by a thread): debugfs shows the
     /// calls into the core, `invalidations` less these, so that the common
-    /// callback counts once (issue 35).
+    /// callback counts once.
     pub(crate) invalidations_without_core: AtomicU64,
     /// dma_unmap/put_pages calls made no-ops by an invalidation.
     pub(crate) skipped_after_invalidation: AtomicU64,

@@ -41,7 +41,7 @@ pub(crate) fn wake_free_waiters() {
 }
 
 /// The registrations alive, plus a base of 1 that only [`wait_none_alive`]
-/// drops while it waits (issue 35): a put that leaves the count above 0 is
+/// drops while it waits: a put that leaves the count above 0 is
 /// a compare-exchange here, with no call and no lock; the one that may take
 /// it to 0 is the shim's, under the lock the waiter checks it under. The
 /// shim reads and writes it as an `atomic_t` (an `int`, as this is).

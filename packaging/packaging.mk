@@ -86,8 +86,8 @@ PKG_DKMS_FORCE_DIR := /usr/share/dkms/modules_to_force_install
 # stray files), or, outside a git checkout, every file there but build
 # products; in both cases without the KUnit module's sources
 # (PKG_TEST_ONLY_FILES: test-only, built only with PEERMEM_KUNIT=1).
-PKG_TEST_ONLY_FILES := kmod/nvidia_peermem_rs_kunit.rs kmod/kunit.rs kmod/kunit_mock.rs \
-	kmod/tests.rs ffi/shim_kunit.c
+PKG_TEST_ONLY_FILES := kmod/nvidia_peermem_rs_kunit.rs kmod/kunit.rs kmod/kunit/% \
+	ffi/shim_kunit.c
 PKG_MODULE_FILES = $(filter-out $(PKG_TEST_ONLY_FILES),$(shell cd $(PKG_ROOT) && \
 	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
 		git ls-files --cached -- VERSION Kbuild kmod ffi; \

@@ -191,7 +191,7 @@ test_guard() {
 # @VERSION@ filled in and @MODULE_SOURCES@ expanded to the module's files
 # as committed to git, less the KUnit module's sources (test-only: the
 # KUnit module is built only with PEERMEM_KUNIT=1, never by DKMS).
-test_only_sources='^(kmod/nvidia_peermem_rs_kunit\.rs|kmod/kunit\.rs|kmod/kunit_mock\.rs|kmod/tests\.rs|ffi/shim_kunit\.c)$'
+test_only_sources='^(kmod/nvidia_peermem_rs_kunit\.rs|kmod/kunit\.rs|kmod/kunit/.*|ffi/shim_kunit\.c)$'
 expected_files() { # PREFIX(without leading /) SYSTEMD_DIR DOC_DIR
 	local prefix=$1 unitdir=$2 docdir=$3 srcs
 	srcs=$(cd "$repo" && git ls-files --cached -- VERSION Kbuild kmod ffi |

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Reference-counted objects in one kmalloc allocation each, counted with
-//! inline atomics: no kernel-crate `Arc` (issue 35).
+//! [`KmallocArc`]: reference-counted objects in one kmalloc allocation
+//! each, counted with inline atomics, each holding a module reference; not
+//! the kernel crate's `Arc`.
 //!
 //! Why: on Linux 6.12 the kernel crate allocates an `Arc` through
 //! `krealloc` (three out-of-line calls before the slab), and takes and drops
@@ -19,6 +20,10 @@
 //!
 //! Each object holds a reference on this module ([`ModuleRef`]), put only
 //! after the object was freed: the module outlives every object.
+//!
+//! The count saturates as `refcount_t` does: once past `i32::MAX` it stays
+//! at [`SATURATED`] and the object is never freed (a leak, never a
+//! use-after-free). A registration has at most three references.
 
 use crate::module_ref::ModuleRef;
 use core::marker::PhantomData;
@@ -28,18 +33,30 @@ use core::ptr::{self, NonNull};
 use core::sync::atomic::{fence, AtomicU32, Ordering};
 use kernel::{bindings, ffi::c_void, prelude::*};
 
-/// The size of the allocation of a `SlabArc<T>` (the count, padding, the
+/// Where a count that overflowed stays (`refcount_t`'s value).
+const SATURATED: u32 = 0xc000_0000;
+
+/// Sets the count to [`SATURATED`] if `old`, its value before a change,
+/// was past the range a count may take.
+#[inline(always)]
+fn saturate_if_overflowed(refcount: &AtomicU32, old: u32) {
+    if old > i32::MAX as u32 {
+        refcount.store(SATURATED, Ordering::Relaxed);
+    }
+}
+
+/// The size of the allocation of a `KmallocArc<T>` (the count, padding, the
 /// object).
 pub(crate) const fn object_size<T: Send + Sync + 'static>() -> usize {
-    size_of::<SlabObject<T>>()
+    size_of::<KmallocObject<T>>()
 }
 
 /// The allocation: the object, then the count and the module reference.
-/// The object first: the pointer C keeps ([`SlabArc::into_raw`]) is the
+/// The object first: the pointer C keeps ([`KmallocArc::into_raw`]) is the
 /// allocation's, so a callback addresses the object's fields and the count
-/// from the one register (issue 35: the free callback kept two).
+/// from the one register.
 #[repr(C)]
-struct SlabObject<T> {
+struct KmallocObject<T> {
     value: T,
     refcount: AtomicU32,
     module: ModuleRef,
@@ -50,18 +67,18 @@ struct SlabObject<T> {
 ///
 /// # Invariants
 ///
-/// `0` points at a live, initialised, kmalloc'd `SlabObject<T>`, and
+/// `0` points at a live, initialised, kmalloc'd `KmallocObject<T>`, and
 /// this value owns one of its counted references. The object is never
 /// moved (it may be pinned).
-pub(crate) struct SlabArc<T: Send + Sync + 'static>(NonNull<SlabObject<T>>);
+pub(crate) struct KmallocArc<T: Send + Sync + 'static>(NonNull<KmallocObject<T>>);
 
 // SAFETY: `T: Send + Sync`, and the count is atomic: a reference
 // may be dropped, or the object read, on any thread, as with `Arc`.
-unsafe impl<T: Send + Sync + 'static> Send for SlabArc<T> {}
+unsafe impl<T: Send + Sync + 'static> Send for KmallocArc<T> {}
 // SAFETY: as above.
-unsafe impl<T: Send + Sync + 'static> Sync for SlabArc<T> {}
+unsafe impl<T: Send + Sync + 'static> Sync for KmallocArc<T> {}
 
-impl<T: Send + Sync + 'static> SlabArc<T> {
+impl<T: Send + Sync + 'static> KmallocArc<T> {
     /// Allocates a `T` and initialises it in place with
     /// `init`, holding `module` until the object goes.
     #[inline(always)]
@@ -69,15 +86,16 @@ impl<T: Send + Sync + 'static> SlabArc<T> {
         module: ModuleRef,
         init: impl PinInit<T, E>,
     ) -> core::result::Result<Self, E> {
-        if align_of::<SlabObject<T>>() > 8 {
+        if align_of::<KmallocObject<T>>() > 8 {
             // Not for us: kmalloc aligns to 8 at least, not more.
             return Err(kernel::alloc::AllocError.into());
         }
         // SAFETY: FFI call; kmalloc's alignment (8 at least) covers the
         // object's (checked above).
-        let object =
-            unsafe { bindings::__kmalloc_noprof(size_of::<SlabObject<T>>(), bindings::GFP_KERNEL) };
-        let Some(object) = NonNull::new(object.cast::<SlabObject<T>>()) else {
+        let object = unsafe {
+            bindings::__kmalloc_noprof(size_of::<KmallocObject<T>>(), bindings::GFP_KERNEL)
+        };
+        let Some(object) = NonNull::new(object.cast::<KmallocObject<T>>()) else {
             return Err(kernel::alloc::AllocError.into());
         };
         let raw = object.as_ptr();
@@ -100,13 +118,13 @@ impl<T: Send + Sync + 'static> SlabArc<T> {
 
     /// A borrow of this reference.
     #[inline(always)]
-    pub(crate) fn as_borrow(&self) -> SlabBorrow<'_, T> {
+    pub(crate) fn as_borrow(&self) -> KmallocBorrow<'_, T> {
         // INVARIANT: `self` lives as long as the borrow.
-        SlabBorrow(self.0, PhantomData)
+        KmallocBorrow(self.0, PhantomData)
     }
 
     /// The pointer to the object this reference was, as
-    /// [`SlabArc::from_raw`] takes it back.
+    /// [`KmallocArc::from_raw`] takes it back.
     #[inline(always)]
     pub(crate) fn into_raw(self) -> NonNull<T> {
         let object = self.0;
@@ -115,11 +133,11 @@ impl<T: Send + Sync + 'static> SlabArc<T> {
         unsafe { NonNull::new_unchecked(&raw mut (*object.as_ptr()).value) }
     }
 
-    /// Takes back a reference given up by [`SlabArc::into_raw`].
+    /// Takes back a reference given up by [`KmallocArc::into_raw`].
     ///
     /// # Safety
     ///
-    /// `ptr` came from [`SlabArc::into_raw`] of a `SlabArc<T>`, and is given
+    /// `ptr` came from [`KmallocArc::into_raw`] of a `KmallocArc<T>`, and is given
     /// here once.
     #[inline(always)]
     pub(crate) unsafe fn from_raw(ptr: NonNull<T>) -> Self {
@@ -134,9 +152,9 @@ impl<T: Send + Sync + 'static> SlabArc<T> {
     ///
     /// # Safety
     ///
-    /// `value` points at the `value` field of a live `SlabObject<T>`.
+    /// `value` points at the `value` field of a live `KmallocObject<T>`.
     #[inline(always)]
-    unsafe fn object_of(value: NonNull<T>) -> NonNull<SlabObject<T>> {
+    unsafe fn object_of(value: NonNull<T>) -> NonNull<KmallocObject<T>> {
         // SAFETY: the object starts that far before its `value` field, in
         // the same allocation, at an address that is not null (function's
         // requirements).
@@ -145,7 +163,7 @@ impl<T: Send + Sync + 'static> SlabArc<T> {
                 value
                     .as_ptr()
                     .cast::<u8>()
-                    .sub(offset_of!(SlabObject<T>, value))
+                    .sub(offset_of!(KmallocObject<T>, value))
                     .cast(),
             )
         }
@@ -157,7 +175,7 @@ impl<T: Send + Sync + 'static> SlabArc<T> {
     ///
     /// `object` is live, and no reference to it is left.
     #[inline(never)]
-    unsafe fn free(object: NonNull<SlabObject<T>>) {
+    unsafe fn free(object: NonNull<KmallocObject<T>>) {
         let raw = object.as_ptr();
         // SAFETY: the object is live and ours alone (function's
         // requirements); its module reference is put only once its memory
@@ -171,7 +189,7 @@ impl<T: Send + Sync + 'static> SlabArc<T> {
     }
 }
 
-impl<T: Send + Sync + 'static> Deref for SlabArc<T> {
+impl<T: Send + Sync + 'static> Deref for KmallocArc<T> {
     type Target = T;
 
     #[inline(always)]
@@ -181,14 +199,16 @@ impl<T: Send + Sync + 'static> Deref for SlabArc<T> {
     }
 }
 
-impl<T: Send + Sync + 'static> Drop for SlabArc<T> {
+impl<T: Send + Sync + 'static> Drop for KmallocArc<T> {
     #[inline(always)]
     fn drop(&mut self) {
         // SAFETY: live while `self` is (type invariant).
         let refcount = unsafe { &(*self.0.as_ptr()).refcount };
         // Release: our uses of the object happen before its free, on
         // whichever thread drops the last reference (which then acquires).
-        if refcount.fetch_sub(1, Ordering::Release) != 1 {
+        let old = refcount.fetch_sub(1, Ordering::Release);
+        if old != 1 {
+            saturate_if_overflowed(refcount, old);
             return;
         }
         fence(Ordering::Acquire);
@@ -197,60 +217,60 @@ impl<T: Send + Sync + 'static> Drop for SlabArc<T> {
     }
 }
 
-impl<T: Send + Sync + 'static> From<SlabBorrow<'_, T>> for SlabArc<T> {
+impl<T: Send + Sync + 'static> From<KmallocBorrow<'_, T>> for KmallocArc<T> {
     /// Another reference to the borrowed object.
     #[inline(always)]
-    fn from(borrow: SlabBorrow<'_, T>) -> Self {
+    fn from(borrow: KmallocBorrow<'_, T>) -> Self {
         // SAFETY: live while the borrow is (its invariant).
         let refcount = unsafe { &(*borrow.0.as_ptr()).refcount };
         // Relaxed, as `Arc`: a reference exists, so the count is above 0 and
-        // the object stays; the count cannot overflow (a registration has
-        // at most three references).
-        refcount.fetch_add(1, Ordering::Relaxed);
+        // the object stays.
+        let old = refcount.fetch_add(1, Ordering::Relaxed);
+        saturate_if_overflowed(refcount, old);
         // INVARIANT: the reference just counted.
         Self(borrow.0)
     }
 }
 
-/// A borrowed [`SlabArc`]: the object stays alive while it lives, and a
+/// A borrowed [`KmallocArc`]: the object stays alive while it lives, and a
 /// counted reference can be made from it.
 ///
 /// # Invariants
 ///
-/// `0` points at a live `SlabObject<T>`, one of whose references lives at
+/// `0` points at a live `KmallocObject<T>`, one of whose references lives at
 /// least for `'a`.
-pub(crate) struct SlabBorrow<'a, T: Send + Sync + 'static>(
-    NonNull<SlabObject<T>>,
+pub(crate) struct KmallocBorrow<'a, T: Send + Sync + 'static>(
+    NonNull<KmallocObject<T>>,
     PhantomData<&'a T>,
 );
 
-impl<T: Send + Sync + 'static> Clone for SlabBorrow<'_, T> {
+impl<T: Send + Sync + 'static> Clone for KmallocBorrow<'_, T> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<T: Send + Sync + 'static> Copy for SlabBorrow<'_, T> {}
+impl<T: Send + Sync + 'static> Copy for KmallocBorrow<'_, T> {}
 
-impl<T: Send + Sync + 'static> SlabBorrow<'_, T> {
+impl<T: Send + Sync + 'static> KmallocBorrow<'_, T> {
     /// Borrows the object that a reference given up by
-    /// [`SlabArc::into_raw`] points at.
+    /// [`KmallocArc::into_raw`] points at.
     ///
     /// # Safety
     ///
-    /// `ptr` came from [`SlabArc::into_raw`], and that reference is not
+    /// `ptr` came from [`KmallocArc::into_raw`], and that reference is not
     /// taken back while the borrow lives.
     #[inline(always)]
     pub(crate) unsafe fn from_raw(ptr: NonNull<T>) -> Self {
         // SAFETY: `into_raw` gave the `value` field of a live object, which
         // the reference it gave up keeps alive (function's requirements).
-        let object = unsafe { SlabArc::object_of(ptr) };
+        let object = unsafe { KmallocArc::object_of(ptr) };
         // INVARIANT: that reference lives on while the borrow does.
         Self(object, PhantomData)
     }
 }
 
-impl<'a, T: Send + Sync + 'static> Deref for SlabBorrow<'a, T> {
+impl<'a, T: Send + Sync + 'static> Deref for KmallocBorrow<'a, T> {
     type Target = T;
 
     #[inline(always)]
@@ -262,9 +282,9 @@ impl<'a, T: Send + Sync + 'static> Deref for SlabBorrow<'a, T> {
 
 // SAFETY: the pointer is `into_raw`'s, which `from_raw` takes back once;
 // until then the reference it stands for keeps the object alive for every
-// borrow (`SlabBorrow::from_raw`'s requirements).
-unsafe impl<T: Send + Sync + 'static> crate::foreign::Foreign for SlabArc<T> {
-    type Borrowed<'a> = SlabBorrow<'a, T>;
+// borrow (`KmallocBorrow::from_raw`'s requirements).
+unsafe impl<T: Send + Sync + 'static> crate::foreign::Foreign for KmallocArc<T> {
+    type Borrowed<'a> = KmallocBorrow<'a, T>;
 
     #[inline(always)]
     fn into_foreign(self) -> *mut c_void {
@@ -272,10 +292,10 @@ unsafe impl<T: Send + Sync + 'static> crate::foreign::Foreign for SlabArc<T> {
     }
 
     #[inline(always)]
-    unsafe fn borrow<'a>(ptr: *mut c_void) -> SlabBorrow<'a, T> {
+    unsafe fn borrow<'a>(ptr: *mut c_void) -> KmallocBorrow<'a, T> {
         // SAFETY: from `into_foreign`, i.e. `into_raw` (not null), and not
         // taken back while the borrow lives (function's requirements).
-        unsafe { SlabBorrow::from_raw(NonNull::new_unchecked(ptr.cast())) }
+        unsafe { KmallocBorrow::from_raw(NonNull::new_unchecked(ptr.cast())) }
     }
 
     #[inline(always)]

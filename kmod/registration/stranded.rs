@@ -16,8 +16,8 @@
 //!
 //! A lock-free stack: [`keep`] pushes from acquire, [`drain`] takes it whole.
 
+use super::Registration;
 use crate::p2p::PageTable;
-use crate::registration::Registration;
 use crate::stats::{ErrorKind, STATS};
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, Ordering};
