@@ -12,7 +12,8 @@
 # Prints the module's path on stdout, and writes OUTDIR/core.env
 # (RC_GENERATION=..., RC_RELEASE=...).
 #
-# peer_mem.c, ib_peer_mem.h and include/rdma/peer_mem.h are copied
+# peer_mem.c, ib_peer_mem.h and include/rdma/peer_mem.h (for the legacy
+# 4.9/5.0 core also umem.c, where its MR path lives) are copied
 # byte-for-byte (compared after the copy) and compiled as they are; the
 # only flags are the include order (our private rdma/ib_umem.h first), two
 # -D renames of the exported registration calls, which the glue wraps
