@@ -71,7 +71,7 @@ impl CoreGeneration {
         match self {
             Self::Legacy => "MLNX_OFED 4.1 .. 5.0 (legacy PeerDirect ABI: exports ib_get_peer_private_data)",
             Self::NoStopNotifier => {
-                "MLNX_OFED 5.1 .. 5.4-2 (no stop notifier: the extended ABI is read as the plain one)"
+                "MLNX_OFED 5.1 .. 5.4-2 or 4.0 (no stop notifier: the extended ABI is read as the plain one)"
             }
             Self::StopNotifier => {
                 "MLNX_OFED 5.4-3 or later (stop notifier: extended PeerDirect ABI honoured)"
