@@ -14,6 +14,7 @@
 #include <linux/wait.h>
 #include <nvidia/nv-p2p.h>
 
+#define PM_SHIM_CORE_EXPORTS
 #include "shim.h"
 
 /*
@@ -112,6 +113,21 @@ bool pm_shim_p2p_has_persistent_api(void)
 {
 	return nvidia_p2p_get_pages_persistent &&
 	       nvidia_p2p_put_pages_persistent;
+}
+
+bool pm_shim_core_has_private_data(void)
+{
+	return ib_get_peer_private_data;
+}
+
+bool pm_shim_core_has_activate_notifier(void)
+{
+	return ib_umem_activate_invalidation_notifier;
+}
+
+bool pm_shim_core_has_stop_notifier(void)
+{
+	return ib_umem_stop_invalidation_notifier;
 }
 
 int pm_shim_p2p_pin_persistent(u64 virtual_address, u64 length,

@@ -6,6 +6,7 @@
 //! C header: `rdma/peer_mem.h` (MLNX_OFED), or `ffi/include/rdma/peer_mem.h`.
 
 use crate::client::ClientTable;
+use crate::core_generation::CoreGeneration;
 use crate::sys;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
@@ -118,7 +119,8 @@ impl CoreRegistration {
             // The core says only "no". The two causes seen in the field: the
             // name is taken, or (extended ABI) a legacy core (MLNX_OFED 5.0
             // or older) read `ex_size`/`flags` as function pointers.
-            let legacy_hint = if table.ex().ex_size != 0 {
+            let legacy_hint = if table.ex().ex_size != 0 && CoreGeneration::detect().may_be_legacy()
+            {
                 "; or the core is MLNX_OFED 5.0 or older (legacy PeerDirect ABI): load with peerdirect_support=1"
             } else {
                 ""

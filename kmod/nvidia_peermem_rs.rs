@@ -14,6 +14,7 @@ mod compat;
 mod abi;
 mod client;
 mod core_client;
+mod core_generation;
 mod debugfs;
 mod exclusive;
 mod foreign;
@@ -108,6 +109,8 @@ fn unwind_failed_load(e: Error, clients: KVec<core_client::CoreRegistration>) ->
 impl kernel::Module for NvidiaPeermem {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let config = params::Config::from_params()?;
+        let generation = core_generation::CoreGeneration::detect();
+        generation.check(&config)?;
         exclusive::refuse_beside_others()?;
         // Before the clients: on a failure below, dropped after them.
         let stranded = registration::stranded::Stash;
@@ -117,14 +120,15 @@ impl kernel::Module for NvidiaPeermem {
             return Err(unwind_failed_load(e, clients));
         }
         pr_info!(
-            "version {}: registered {}{}\n",
+            "version {}: registered {}{}; PeerDirect core: {}\n",
             modinfo::VERSION,
             nv_mem::describe(&config),
             if config.coalesce_sg {
                 ", coalescing SG entries"
             } else {
                 ""
-            }
+            },
+            generation.describe()
         );
         Ok(Self {
             _clients: clients,

@@ -10,6 +10,7 @@ mod compat;
 mod abi;
 mod client;
 mod core_client;
+mod core_generation;
 mod foreign;
 mod kmalloc_arc;
 mod kunit;

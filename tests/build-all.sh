@@ -55,6 +55,7 @@ if [ "$PEERMEM_KERNEL" != "$PEERMEM_PRIMARY_KERNEL" ]; then
 	echo "build: kernel $PEERMEM_KERNEL: fixtures, nvidia_peermem_rs (in $PEERMEM_MODULE_TREE_REL)" >&2
 	make -s -C "$kdir" M="$tree/tests/fixtures" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
 	make -s -C "$kdir" M="$tree/tests/fixtures/r525" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
+	make -s -C "$kdir" M="$tree/tests/fixtures/pd_exports" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
 	make -s -C "$kdir" M="$tree" "${PEERMEM_KMAKE_ARGS[@]}" \
 		"KBUILD_EXTRA_SYMBOLS=$tree/tests/fixtures/Module.symvers" PEERMEM_KUNIT=1 -j"$jobs" modules >&2
 	# The drop-in and the stand-in for the driver's copy, as for the
@@ -93,6 +94,10 @@ fi
 if [ -f tests/fixtures/r525/Kbuild ]; then
 	echo "build: fixtures (provider as driver r525)" >&2
 	make -s -C "$kdir" M="$repo/tests/fixtures/r525" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
+fi
+if [ -f tests/fixtures/pd_exports/Kbuild ]; then
+	echo "build: fixtures (the simulated core generations' optional exports)" >&2
+	make -s -C "$kdir" M="$repo/tests/fixtures/pd_exports" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
 fi
 if [ -f tests/fixtures/driver-copy/Kbuild ]; then
 	echo "build: fixtures (stand-in for the driver's nvidia-peermem.ko)" >&2

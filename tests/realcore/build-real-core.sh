@@ -12,7 +12,8 @@
 # Prints the module's path on stdout, and writes OUTDIR/core.env
 # (RC_GENERATION=..., RC_RELEASE=...).
 #
-# peer_mem.c, ib_peer_mem.h and include/rdma/peer_mem.h are copied
+# peer_mem.c, ib_peer_mem.h and include/rdma/peer_mem.h (for the legacy
+# 4.9/5.0 core also umem.c, where its MR path lives) are copied
 # byte-for-byte (compared after the copy) and compiled as they are; the
 # only flags are the include order (our private rdma/ib_umem.h first), two
 # -D renames of the exported registration calls, which the glue wraps
@@ -50,7 +51,6 @@ elif grep -q 'ib_peer_umem_get' "$core"; then
 else
 	die "$core: not a PeerDirect core this script knows (no ib_peer_umem_get, no ib_get_peer_private_data)"
 fi
-[ "$gen" != legacy ] || die "$core: the legacy (4.9/5.0) core: its MR path lives half in umem.c and needs MOFED's ib_ucontext; the glue does not build it"
 # What the glue and the private ib_umem need to know of the file.
 flags=()
 grep -q 'sgt_append' "$core" && flags+=(-DRC_UMEM_SGT_APPEND)
@@ -81,8 +81,19 @@ copy() {
 	cmp -s "$1" "$2" || die "$2 differs from $1"
 }
 copy "$core" "$out/peer_mem.c"
-[ -f "$tree/drivers/infiniband/core/ib_peer_mem.h" ] || die "$tree: no drivers/infiniband/core/ib_peer_mem.h"
-copy "$tree/drivers/infiniband/core/ib_peer_mem.h" "$out/ib_peer_mem.h"
+if [ "$gen" = legacy ]; then
+	# 4.9/5.0: the MR half of the core is umem.c, the core's header is
+	# public (rdma/ib_peer_mem.h), and umem.c's private uverbs.h is ours
+	[ -f "$tree/drivers/infiniband/core/umem.c" ] || die "$tree: no drivers/infiniband/core/umem.c"
+	copy "$tree/drivers/infiniband/core/umem.c" "$out/umem.c"
+	[ -f "$tree/include/rdma/ib_peer_mem.h" ] || die "$tree: no include/rdma/ib_peer_mem.h"
+	copy "$tree/include/rdma/ib_peer_mem.h" "$out/ib_peer_mem.h"
+	copy "$tree/include/rdma/ib_peer_mem.h" "$out/mofed-include/rdma/ib_peer_mem.h"
+	copy "$repo/tests/fixtures/realcore/legacy/uverbs.h" "$out/uverbs.h"
+else
+	[ -f "$tree/drivers/infiniband/core/ib_peer_mem.h" ] || die "$tree: no drivers/infiniband/core/ib_peer_mem.h"
+	copy "$tree/drivers/infiniband/core/ib_peer_mem.h" "$out/ib_peer_mem.h"
+fi
 [ -f "$tree/include/rdma/peer_mem.h" ] || die "$tree: no include/rdma/peer_mem.h"
 copy "$tree/include/rdma/peer_mem.h" "$out/mofed-include/rdma/peer_mem.h"
 copy "$repo/tests/fixtures/realcore/Kbuild" "$out/Kbuild"

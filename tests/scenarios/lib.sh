@@ -99,6 +99,26 @@ mod_path() {
 	find /lib/modules -name "$1.ko" | head -n 1
 }
 
+# pd_exports [generation=GEN ...]: after peerdirect_sim loaded with these
+# parameters, the module with the optional exports a real core of that
+# generation has (tests/fixtures/pd_exports/pd_exports.h), which tell a client the
+# generation; the one of an earlier core goes first. Not in the initramfs
+# beside MLNX_OFED's real core, which exports its own.
+pd_exports() {
+	_g=modern
+	for _a in "$@"; do
+		case "$_a" in generation=*) _g=${_a#generation=} ;; esac
+	done
+	case "$_g" in modern2410) _g=modern ;; esac
+	for _e in pd_exports_legacy pd_exports_mofed51 pd_exports_modern; do
+		if [ -d "/sys/module/$_e" ]; then
+			rmmod "$_e" || return 1
+		fi
+	done
+	_e=$(mod_path "pd_exports_$_g")
+	[ -z "$_e" ] || insmod "$_e"
+}
+
 # load NAME [PARAM=VALUE ...]: insmod, or fail the scenario.
 load() {
 	_m=$1
@@ -106,6 +126,9 @@ load() {
 	_p=$(mod_path "$_m")
 	[ -n "$_p" ] || fail "module $_m is not in the initramfs"
 	insmod "$_p" "$@" || fail "insmod $_m $* failed"
+	if [ "$_m" = peerdirect_sim ]; then
+		pd_exports "$@" || fail "the exports of peerdirect_sim $* did not load"
+	fi
 }
 
 # try_load NAME [PARAM=VALUE ...]: insmod, returning its status.
@@ -114,7 +137,10 @@ try_load() {
 	shift
 	_p=$(mod_path "$_m")
 	[ -n "$_p" ] || return 127
-	insmod "$_p" "$@"
+	insmod "$_p" "$@" || return
+	if [ "$_m" = peerdirect_sim ]; then
+		pd_exports "$@"
+	fi
 }
 
 loaded() {
@@ -175,7 +201,8 @@ load_sim_stack() {
 }
 
 unload_sim_stack() {
-	unload peermem_sim peerdirect_sim nvidia_p2p_sim nvidia_p2p_sim_r525
+	unload peermem_sim peerdirect_sim pd_exports_legacy pd_exports_mofed51 pd_exports_modern \
+		nvidia_p2p_sim nvidia_p2p_sim_r525
 }
 
 # Leak checks. After the last scenario, guest-init's finish waits out

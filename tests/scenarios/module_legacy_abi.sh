@@ -1,9 +1,12 @@
 #!/bin/sh
 # shellcheck disable=SC1091,SC2154 # lib.sh and module_lib.sh, at /scenarios in the VM
 # A legacy (MLNX_OFED <= 5.0) core reads the extension words as the two
-# private-data callbacks. Only the invalidating nv_mem is an extended client
-# at peerdirect_support=0: with persistent_api_support=0 the core refuses it
-# and our load fails with a message. The persistent client is a plain
+# private-data callbacks: it registers an extended client and then skips it
+# for every MR. Only the invalidating nv_mem is an extended client at
+# peerdirect_support=0: with persistent_api_support=0 the module, which
+# tells the legacy core by its exports (ib_get_peer_private_data), does not
+# register it and fails the load with a message, before the core sees it.
+# The persistent client is a plain
 # peer_memory_client whatever peerdirect_support says (as NVIDIA registers
 # it), so the defaults (persistent_api_support=1) load and work on a legacy
 # core too, and so does peerdirect_support=1.
@@ -30,10 +33,13 @@ load_sim_stack generation=legacy
 dmesg -c >/dev/null
 try_load nvidia_peermem_rs peerdirect_support=0 persistent_api_support=0 &&
 	fail "extended invalidating client loaded on a legacy core"
-dmesg | grep -q "nvidia_peermem_rs: the PeerDirect core refused client \"nv_mem\"" ||
+dmesg | grep -q "nvidia_peermem_rs: not registering the extended client \"nv_mem\" with a legacy PeerDirect core" ||
 	fail "no refusal message: $(dmesg | tail -n 5)"
-dmesg | grep "nvidia_peermem_rs: the PeerDirect core refused" | grep -q "peerdirect_support=1" ||
+dmesg | grep "nvidia_peermem_rs: not registering the extended client" | grep -q "peerdirect_support=1" ||
 	fail "the refusal does not say peerdirect_support=1: $(dmesg | tail -n 5)"
+if dmesg | grep "peerdirect_sim: " | grep -q "nv_mem"; then
+	fail "the refused client reached the core: $(dmesg | grep "peerdirect_sim: " | grep nv_mem)"
+fi
 
 dmesg -c >/dev/null
 try_load nvidia_peermem_rs peerdirect_support=0 ||

@@ -14,7 +14,7 @@ persistent_api_support=1
 coalesce_sg=0
 for _a in "$@"; do
 	case "$_a" in
-	generation=modern | generation=mofed51 | generation=legacy) generation=${_a#*=} ;;
+	generation=modern | generation=modern2410 | generation=mofed51 | generation=legacy) generation=${_a#*=} ;;
 	peerdirect_support=[0-9]*) peerdirect_support=${_a#*=} ;;
 	persistent_api_support=[0-9]*) persistent_api_support=${_a#*=} ;;
 	coalesce_sg=[0-9]*) coalesce_sg=${_a#*=} ;;

@@ -59,6 +59,9 @@ done < <(find "$modroot" -name '*.ko' -not -path "$modroot/target/*" \
 # peerdirect_sim.ko (tests/realcore/), in place of the simulated core.
 if [ -n "${PEERMEM_REAL_CORE_KO:-}" ]; then
 	cp "$PEERMEM_REAL_CORE_KO" "$stage/lib/modules/$release/extra/peerdirect_sim.ko"
+	# It exports its generation's symbols itself: the simulator's stand-ins
+	# (tests/fixtures/pd_exports/pd_exports.h) would clash with them.
+	rm -f "$stage/lib/modules/$release/extra/"pd_exports_*.ko
 fi
 
 # NVIDIA's own nvidia-peermem of each fetched release, built against the
