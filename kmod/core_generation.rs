@@ -15,7 +15,7 @@
 //!
 //! C header: `ffi/shim.h` (`pm_shim_core_has_*`).
 
-use crate::client;
+use crate::nv_mem;
 use crate::params::Config;
 use crate::sys;
 use kernel::prelude::*;
@@ -94,7 +94,7 @@ impl CoreGeneration {
         if self != Self::Legacy {
             return Ok(());
         }
-        for spec in client::clients_for(config.clients, config.abi)
+        for spec in nv_mem::clients_for(config.clients, config.abi)
             .into_iter()
             .flatten()
         {
