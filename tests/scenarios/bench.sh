@@ -7,6 +7,10 @@
 #            [tp_ms=MS]   throughput window per thread count and round
 #                         (default 300)
 #            [threads=N,N...]  throughput thread counts (full: 1,2,4,8)
+#            [cycle=SIZE:N,...]  the cycle's sizes and iterations per round
+#                         (default: the profile's)
+#            [cost=PROFILE]  the provider's cost model (v100 or off; default:
+#                         the boot's peermem.provider_cost, tests/scenarios/lib.sh)
 # A client is `rust`, `ref`, `nvidia`, `nvidia-opt` (NVIDIA's module where its
 # release has this mode, else left out with a log line), or
 # `rust+PARAM=VALUE[+...]` (the Rust module with extra parameters, e.g.
@@ -31,7 +35,9 @@ profile=full
 rounds=
 tp_ms_arg=
 threads_arg=
+cycle_arg=
 for kv in "$@"; do
+	# shellcheck disable=SC2034 # PSIM_COST: lib.sh's load_provider reads it
 	case $kv in
 	mode=*) mode=${kv#mode=} ;;
 	clients=*) clients=${kv#clients=} ;;
@@ -40,6 +46,8 @@ for kv in "$@"; do
 	rounds=*) rounds=${kv#rounds=} ;;
 	tp_ms=*) tp_ms_arg=${kv#tp_ms=} ;;
 	threads=*) threads_arg=${kv#threads=} ;;
+	cycle=*) cycle_arg=${kv#cycle=} ;;
+	cost=*) PSIM_COST=${kv#cost=} ;;
 	*) fail "bad argument $kv" ;;
 	esac
 done
@@ -70,6 +78,11 @@ case $tp_ms_arg in
 '') ;;
 *[!0-9]* | 0) fail "tp_ms=$tp_ms_arg: expected a positive number of milliseconds" ;;
 *) tp_ms=$tp_ms_arg ;;
+esac
+case $cycle_arg in
+'') ;;
+*[!0-9KMG:,]* | ,* | *, | *,,*) fail "cycle=$cycle_arg: expected SIZE:N pairs, e.g. 64K:8,1G:4" ;;
+*) cycle_runs=$(echo "$cycle_arg" | tr ',' ' ') ;;
 esac
 case $threads_arg in
 '') ;;
