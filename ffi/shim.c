@@ -7,6 +7,7 @@
 #include <linux/kobject.h>
 #include <linux/module.h>
 #include <linux/pci.h>
+#include <linux/rcupdate.h>
 #include <linux/scatterlist.h>
 #include <linux/sched.h>
 #include <linux/spinlock.h>
@@ -49,6 +50,16 @@ struct dentry *pm_shim_debugfs_create_file(const char *name, umode_t mode,
 pid_t pm_shim_current_tgid(void)
 {
 	return current->tgid;
+}
+
+void pm_shim_rcu_read_lock(void)
+{
+	rcu_read_lock();
+}
+
+void pm_shim_rcu_read_unlock(void)
+{
+	rcu_read_unlock();
 }
 
 struct pci_dev *pm_shim_to_pci_dev(struct device *dev)

@@ -68,6 +68,14 @@ int pm_shim_p2p_unpin_persistent(u64 virtual_address,
 pid_t pm_shim_current_tgid(void);
 
 /*
+ * An RCU read-side critical section around the last thing a free callback
+ * does. The kernel frees a module's text only after a grace period, which
+ * cannot end while a CPU is inside one.
+ */
+void pm_shim_rcu_read_lock(void);
+void pm_shim_rcu_read_unlock(void);
+
+/*
  * The free callbacks' wait queue (issue 31): a free callback that must wait
  * for a thread reading its page table sleeps until @done(@arg) returns
  * true, uninterruptibly; @done runs again after every wake-up. The caller

@@ -8,7 +8,7 @@
 use crate::client::ClientTable;
 use crate::sys;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use kernel::{ffi::c_void, prelude::*};
 
 /// The core's `invalidate_peer_memory` function type.
@@ -26,6 +26,10 @@ type InvalidateFn = unsafe extern "C" fn(*mut c_void, u64) -> kernel::ffi::c_int
 pub(crate) struct InvalidationSlot {
     handle: AtomicPtr<c_void>,
     invalidate: AtomicUsize,
+    /// Whether the client's release must wait for a free callback of the
+    /// same registration still inside the core's invalidate (see
+    /// [`Self::release_waits_for_invalidation`]).
+    release_waits: AtomicBool,
 }
 
 impl InvalidationSlot {
@@ -33,7 +37,23 @@ impl InvalidationSlot {
         Self {
             handle: AtomicPtr::new(core::ptr::null_mut()),
             invalidate: AtomicUsize::new(0),
+            release_waits: AtomicBool::new(false),
         }
+    }
+
+    /// Whether release must not return while a free callback of the same
+    /// registration is inside the core's invalidate. A core that takes the
+    /// extended client (MLNX_OFED 5.4-3 and later) finds the registration
+    /// by its ticket in invalidate, waits for the registration's mapping
+    /// lock, then reads the registration's pointer to the client, which its
+    /// release path clears as soon as the client's release returned: an
+    /// invalidation that found the ticket before the release and takes the
+    /// lock after it dereferences NULL. That core calls release outside the
+    /// mapping lock, so release can wait. A legacy core calls release from
+    /// inside the invalidation itself, on the callback's own thread, where
+    /// a wait would never end: the legacy ABI does not wait.
+    pub(crate) fn release_waits_for_invalidation(&self) -> bool {
+        self.release_waits.load(Ordering::Relaxed)
     }
 
     /// Whether the client is registered with the core.
@@ -136,6 +156,8 @@ impl CoreRegistration {
                 return Err(EINVAL); // `this` unregisters.
             };
             slot.invalidate.store(f as usize, Ordering::Relaxed);
+            slot.release_waits
+                .store(table.ex().ex_size != 0, Ordering::Relaxed);
             slot.handle.store(handle.as_ptr(), Ordering::Release);
             this.slot = Some(slot);
         }

@@ -171,6 +171,11 @@ impl SeqShow for StatsFile {
         )?;
         writeln!(
             w,
+            "release_waited_for_invalidation {}",
+            stats::get(&s.release_waited_for_invalidation)
+        )?;
+        writeln!(
+            w,
             "page_table_version {:#010x}",
             s.page_table_version.load(Ordering::Relaxed)
         )?;

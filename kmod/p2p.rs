@@ -52,9 +52,38 @@ unsafe extern "C" fn free_callback<T: FreeCallback>(data: *mut c_void) {
     // safety requirements, the provider still owns it: nothing reclaimed it.
     let borrowed = unsafe { T::Data::borrow(data) };
     T::on_free(borrowed);
+    // This reference may be the last one, and with it goes the module
+    // reference of the registration: an rmmod (or a failed load) may then
+    // unload the module while this function still returns through its
+    // text. The loader frees the text only after an RCU grace period, so
+    // the drop runs inside a read-side section: what is left afterwards is
+    // the return itself, which only a preemption at exactly that point
+    // could hold up for a grace period. The drop does not sleep: the
+    // callback has taken the pages out (see `on_free`).
+    let _rcu = RcuReadSection::enter();
     // SAFETY: as above; the provider hands its ownership back with this call,
     // and `borrowed` is gone.
     drop(unsafe { T::Data::from_foreign(data) });
+}
+
+/// An RCU read-side critical section, left when dropped. Nothing in it may
+/// sleep.
+struct RcuReadSection(());
+
+impl RcuReadSection {
+    fn enter() -> Self {
+        // SAFETY: FFI call without preconditions; paired with the unlock in
+        // `drop`, on this thread.
+        unsafe { sys::pm_shim_rcu_read_lock() };
+        Self(())
+    }
+}
+
+impl Drop for RcuReadSection {
+    fn drop(&mut self) {
+        // SAFETY: the section entered by `enter`, on this thread.
+        unsafe { sys::pm_shim_rcu_read_unlock() };
+    }
 }
 
 /// Takes back the data the provider was given with a pin.

@@ -59,7 +59,7 @@ use crate::slab::{SlabArc, SlabBorrow};
 use crate::stats::{self, ErrorKind, Failure, STATS};
 use core::fmt;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use kernel::{bindings, ffi::c_void, prelude::*};
 
 /// Pinned pages of a registration (its free callback is the registration's).
@@ -229,7 +229,18 @@ pub(crate) struct Registration {
     /// For the log and debugfs only (wraps after 2^32 registrations).
     id: u32,
     kind: PinKind,
+    /// Whether a free callback is inside the core's invalidate for this
+    /// registration ([`IN_CORE`]), and a release waits for it to come out
+    /// ([`IN_CORE_WAITED`]); 0 otherwise. Set under the state lock, where
+    /// release looks first.
+    in_core: AtomicU8,
 }
+
+/// [`Registration::in_core`]: a free callback is inside the core's
+/// invalidate.
+const IN_CORE: u8 = 1;
+/// [`Registration::in_core`]: and a release sleeps until it comes out.
+const IN_CORE_WAITED: u8 = 2;
 
 // The registration's allocation (a 4-byte count padded to 8, then the
 // registration) takes at most 128 bytes on a kernel without lock debugging
@@ -412,6 +423,7 @@ impl Registration {
                 core_context: AtomicU64::new(0),
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 kind,
+                in_core: AtomicU8::new(0),
             }),
         )
         .map_err(|e| Failure::new(ErrorKind::NoMemory, e))
@@ -1057,7 +1069,7 @@ impl Registration {
             pr_err!("release of a registration that is not in the registry: ignored\n");
             return;
         };
-        let (sg, leftover) = {
+        let (sg, leftover, in_core) = {
             let mut st = this.state.lock();
             // Pages left to their owner stay so: its free callback ends them.
             let left_to_owner = st.stage == Stage::LeftToOwner;
@@ -1075,12 +1087,18 @@ impl Registration {
             if let Some(pinned) = &leftover {
                 st.in_flight = Some(Op::unpinning(pinned));
             }
-            (st.sg.take(), leftover)
+            // A free callback that set this did so under this lock, and
+            // none sets it after (the stage is no longer `GotPages`).
+            let in_core = this.in_core.load(Ordering::Relaxed) != 0;
+            (st.sg.take(), leftover, in_core)
         };
         drop(sg);
         if let Some(pinned) = leftover {
             // The core did not unpin (or unpinning failed before): do it now.
             this.unpin_in_flight(pinned);
+        }
+        if in_core && INVALIDATION.release_waits_for_invalidation() {
+            this.wait_out_of_core();
         }
     }
 
@@ -1103,10 +1121,14 @@ impl Registration {
                 // issue 35); they are freed once the core's invalidate
                 // returned.
                 st.invalidation = Invalidation::Done;
+                // Before the unlock: a release that takes the lock after
+                // it sees the callback on its way into the core.
+                self.in_core.store(IN_CORE, Ordering::Relaxed);
                 // SAFETY: we are the page table's free callback.
                 let dead = unsafe { pinned.into_dead() };
                 drop(st);
                 self.invalidate_core(self.core_context.load(Ordering::Relaxed));
+                self.out_of_core();
                 self.free_dead(dead);
                 return;
             }
@@ -1150,6 +1172,41 @@ impl Registration {
             drop(st);
             self.end_invalidation();
         }
+    }
+
+    /// The free callback has returned from the core's invalidate: a release
+    /// waiting for that may return now.
+    #[inline(always)]
+    fn out_of_core(&self) {
+        if self.in_core.swap(0, Ordering::AcqRel) == IN_CORE_WAITED {
+            crate::wait::wake_free_waiters();
+        }
+    }
+
+    /// Sleeps until no free callback of this registration is inside the
+    /// core's invalidate (see
+    /// [`InvalidationSlot::release_waits_for_invalidation`]). Nothing is
+    /// held: the callback inside the core needs the core's locks and the
+    /// driver lock it already holds, none of ours.
+    ///
+    /// [`InvalidationSlot::release_waits_for_invalidation`]:
+    ///     crate::core_client::InvalidationSlot::release_waits_for_invalidation
+    #[cold]
+    #[inline(never)]
+    fn wait_out_of_core(&self) {
+        stats::inc(&STATS.release_waited_for_invalidation);
+        crate::wait::free_wait(|| {
+            match self.in_core.compare_exchange(
+                IN_CORE,
+                IN_CORE_WAITED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                // Now marked: the callback wakes us when it comes out.
+                Ok(_) => false,
+                Err(now) => now == 0,
+            }
+        });
     }
 
     /// Invalidates through the core (the free callback, `ticket` from

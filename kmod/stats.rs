@@ -134,6 +134,9 @@ pub(crate) struct Stats {
     /// the driver cannot do (so far): those left to their owner and the
     /// persistent pins of drivers before 535 left to the driver.
     pub(crate) unpins_from_other_process: AtomicU64,
+    /// Releases that waited for a free callback of their registration to
+    /// come out of the core's invalidate.
+    pub(crate) release_waited_for_invalidation: AtomicU64,
     /// The version of the last page table the driver gave (0: none yet).
     pub(crate) page_table_version: AtomicU32,
     errors: [AtomicU64; ErrorKind::ALL.len()],
@@ -157,6 +160,7 @@ impl Stats {
             cpu_cacheable_page_tables: AtomicU64::new(0),
             left_to_owner: AtomicU64::new(0),
             unpins_from_other_process: AtomicU64::new(0),
+            release_waited_for_invalidation: AtomicU64::new(0),
             page_table_version: AtomicU32::new(0),
             errors: [const { AtomicU64::new(0) }; ErrorKind::ALL.len()],
         }

@@ -6,7 +6,7 @@
 # (build-real-core.sh) into build/realcore/, packed into the initramfs as
 # peerdirect_sim.ko in place of the simulator, and each suite boots with
 # the scenario lines of other core generations left out (a real core is
-# one generation; generation=/gen= words name the simulator's, and a line
+# one generation; generation= words name the simulator's, and a line
 # without one runs the default, modern), together
 # with the "caught" line that belongs to a line left out. The suites so cut
 # are under RESULTS_DIR/realcore-suites/ for the record.
@@ -36,12 +36,12 @@ for f in "$@"; do
 	# to generation=modern)
 	[ "$RC_GENERATION" = modern2410 ] && also=modern
 	awk -v gen="$RC_GENERATION" -v also="$also" -v skip="${PEERMEM_REALCORE_SKIP:-}" '
-		# a line without generation= or gen= runs the default, modern
+		# a line without generation= runs the default, modern
 		function other(line,   w, i, n, v) {
 			n = split(line, w, /[ \t]+/)
 			v = "modern"
 			for (i = 1; i <= n; i++)
-				if (w[i] ~ /^(generation|gen)=/) {
+				if (w[i] ~ /^generation=/) {
 					v = w[i]; sub(/^[a-z]+=/, "", v)
 				}
 			return v != gen && v != also

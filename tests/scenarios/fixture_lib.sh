@@ -1,7 +1,7 @@
 # shellcheck shell=sh
 # Helpers of the fixture scenarios (fixture_*.sh), on top of lib.sh.
 #   . /scenarios/lib.sh; . /scenarios/fixture_lib.sh
-# Arguments KEY=VALUE become variables arg_KEY.
+# Arguments KEY=VALUE (the keys in FX_KEYS) become variables arg_KEY.
 
 # On the way out, whatever happened, unload what the scenario loaded so the
 # next scenario of the suite starts from a clean VM (lib.sh's report kept).
@@ -14,11 +14,21 @@ _fx_cleanup() {
 	done
 	return 0
 }
-trap '_fx_cleanup; [ -n "$_reported" ] || echo "SCENARIO-RESULT $SCENARIO_ID fail reason=exited without a result (last command failed?)"' EXIT
+trap '_fx_cleanup; no_result' EXIT
 
+# The keys fixture scenarios take: any other argument (a misspelt knob, a
+# short name) fails the scenario rather than running it in the default
+# configuration.
+FX_KEYS="generation abi mode ops gib"
 for _a in "$@"; do
+	_k=${_a%%=*}
 	case "$_a" in
-	*=*) eval "arg_${_a%%=*}=\${_a#*=}" ;;
+	*=*) ;;
+	*) fail "scenario argument $_a is not KEY=VALUE" ;;
+	esac
+	case " $FX_KEYS " in
+	*" $_k "*) eval "arg_$_k=\${_a#*=}" ;;
+	*) fail "unknown scenario argument $_a (keys: $FX_KEYS)" ;;
 	esac
 done
 

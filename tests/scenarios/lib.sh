@@ -5,8 +5,24 @@
 # any reports a failure. Figures are key=value words: pass ops=100 leaks=0.
 
 SCENARIO_ID=${SCENARIO_ID:-$(basename "$0" .sh)}
+# Where the outcome word goes too, for guest-init's KTAP line (nowhere when
+# the scenario runs outside it).
+SCENARIO_OUTCOME=${SCENARIO_OUTCOME:-/dev/null}
 _reported=
-trap '[ -n "$_reported" ] || echo "SCENARIO-RESULT $SCENARIO_ID fail reason=exited without a result (last command failed?)"' EXIT
+
+# _outcome WORD: records pass, fail or skip for the KTAP line.
+_outcome() {
+	_reported=1
+	echo "$1" >>"$SCENARIO_OUTCOME"
+}
+
+# no_result: the failure of a scenario that exited without reporting.
+no_result() {
+	[ -n "$_reported" ] && return 0
+	_outcome fail
+	echo "SCENARIO-RESULT $SCENARIO_ID fail reason=exited without a result (last command failed?)"
+}
+trap no_result EXIT
 
 # kv KEY "k=v k=v ...": the value of KEY's first occurrence (words split at
 # spaces and newlines), empty if none. Pure shell: the tr | sed pipeline it
@@ -26,14 +42,14 @@ kv() {
 
 # pass [key=value ...]
 pass() {
-	_reported=1
+	_outcome pass
 	echo "SCENARIO-RESULT $SCENARIO_ID pass $*"
 	exit 0
 }
 
 # fail REASON [key=value ...]: the reason may contain spaces.
 fail() {
-	_reported=1
+	_outcome fail
 	_reason=$1
 	shift
 	echo "SCENARIO-RESULT $SCENARIO_ID fail $* reason=$_reason"
@@ -45,7 +61,7 @@ fail() {
 # skipped, never as passed; make test fails on any skip (tests/vm/README.md).
 # Call it at the end, after every check that could run, so those still fail.
 skip() {
-	_reported=1
+	_outcome skip
 	_reason=$1
 	shift
 	echo "SCENARIO-RESULT $SCENARIO_ID skip $* reason=$_reason"

@@ -2,7 +2,7 @@
 # shellcheck disable=SC2046,SC2086
 # Bad input (issue 5): every one gets a clean error, loses nothing, leaks
 # nothing and splats nothing.
-#   rel_badinput.sh part=ranges [pers=0|1]   registrations of bad ranges
+#   rel_badinput.sh part=ranges [persistent_api_support=0|1]   registrations of bad ranges
 #   rel_badinput.sh part=load                bad loads
 # ranges: zero length; addr+size overflowing u64 (at the core, and only once
 # aligned out to 64 KiB, which the core lets through); unaligned start and

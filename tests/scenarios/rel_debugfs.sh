@@ -14,7 +14,7 @@
 # Some reads must have seen live registrations (else the churn was never
 # observed and the scenario fails). After the run: idle (rel_lib's
 # settle_idle).
-#   rel_debugfs.sh [gen=modern] [pds=0] [pers=0] [ops=1000] [threads=4]
+#   rel_debugfs.sh [generation=modern] [peerdirect_support=0] [persistent_api_support=0] [ops=1000] [threads=4]
 . /scenarios/lib.sh
 . /scenarios/rel_lib.sh
 threads=${rel_arg_threads:-4}

@@ -6,7 +6,7 @@
 # ... the Nth slab allocation made with our module on the stack fails, until
 # a run completes with no allocation left to fail. Allocations the module
 # asks of the provider or the core on its behalf fail too.
-#   rel_failslab.sh [gen=modern] [pds=0] [pers=0|1] [max=N]
+#   rel_failslab.sh [generation=modern] [peerdirect_support=0] [persistent_api_support=0|1] [max=N]
 # Paths: the module's load (init: the filter is then the whole module area
 # above the kernel image, since the module's text is not known before it
 # loads; only our init runs module code then), a full registration life
@@ -127,8 +127,8 @@ nth_loop() {
 	done
 }
 
-# ---- 1. the module's load (pers=0 only: it registers both clients, a
-# superset of pers=1's load) ----------------------------------------------
+# ---- 1. the module's load (persistent_api_support=0 only: it registers
+# both clients, a superset of persistent_api_support=1's load) -------------
 stack_up_fixtures
 if [ "$pers" = 1 ]; then
 	# shellcheck disable=SC2046

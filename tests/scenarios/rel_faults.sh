@@ -1,10 +1,10 @@
 #!/bin/sh
 # Fault injection into every provider and core call the module makes
 # (issue 5), with each documented errno of the NVIDIA P2P API.
-#   rel_faults.sh [gen=modern] [pds=0] [pers=0|1] [errnos=EIO[+ENOMEM...]]
+#   rel_faults.sh [generation=modern] [peerdirect_support=0] [persistent_api_support=0|1] [errnos=EIO[+ENOMEM...]]
 #                 [calls=dma_unmap_pages[+put_pages...]]
 # For each operation (the fixtures' fault names) and errno (EINVAL, ENOTSUPP,
-# ENOMEM, EIO), the first call fails once (and with pers=0 also the second,
+# ENOMEM, EIO), the first call fails once (and with persistent_api_support=0 also the second,
 # with EIO, where the operation is called twice in a life cycle), inside one
 # registration life cycle:
 #   cycle "reg":  alloc, sentinel, mr-reg (unaligned), HCA DMA + verify,
@@ -108,7 +108,7 @@ for op in $OPS $RESIDUE_OPS; do
 	for nth in 1 2; do
 		errnos=$ERRNOS
 		[ "$nth" = 1 ] || errnos="5:EIO"
-		# pers=1 shares the non-persistent ops' code: first calls only.
+		# persistent_api_support=1 shares the non-persistent ops' code: first calls only.
 		[ "$nth" = 2 ] && [ "$pers" = 1 ] && break
 		fired_any=0
 		for e in $errnos; do

@@ -3,9 +3,10 @@
 # lib.sh:   . /scenarios/lib.sh; . /scenarios/rel_lib.sh
 #
 # Arguments every rel_ scenario understands (key=value, from the suite line):
-#   gen=modern|mofed51|legacy   PeerDirect core generation (default modern)
-#   pds=0|1                     peerdirect_support of nvidia_peermem_rs
-#   pers=0|1                    persistent_api_support of nvidia_peermem_rs
+#   generation=modern|mofed51|legacy
+#                               PeerDirect core generation (default modern)
+#   peerdirect_support=0|1      of nvidia_peermem_rs (default 0)
+#   persistent_api_support=0|1  of nvidia_peermem_rs (default 0)
 #   client=rs|ref|nv535|nv550|nv555
 #                               the client under test: our module (default),
 #                               the fixtures' C reference client (to check a
@@ -25,14 +26,26 @@ gen=modern
 pds=0
 pers=0
 client=rs
+# The keys above and those of each rel_ scenario: any other argument (a
+# misspelt knob, a short name) fails the scenario rather than running it in
+# the default configuration.
+REL_KEYS="generation peerdirect_support persistent_api_support client defects \
+coalesce_sg rm_lockdep iommu window variant rounds wait bug part errnos calls \
+ops threads seed max kmemleak"
 for _a in "$@"; do
+	_k=${_a%%=*}
 	case "$_a" in
-	*=*) eval "rel_arg_${_a%%=*}=\${_a#*=}" ;;
+	*=*) ;;
+	*) fail "scenario argument $_a is not KEY=VALUE" ;;
+	esac
+	case " $REL_KEYS " in
+	*" $_k "*) eval "rel_arg_$_k=\${_a#*=}" ;;
+	*) fail "unknown scenario argument $_a (keys: $REL_KEYS)" ;;
 	esac
 done
-gen=${rel_arg_gen:-$gen}
-pds=${rel_arg_pds:-$pds}
-pers=${rel_arg_pers:-$pers}
+gen=${rel_arg_generation:-$gen}
+pds=${rel_arg_peerdirect_support:-$pds}
+pers=${rel_arg_persistent_api_support:-$pers}
 client=${rel_arg_client:-$client}
 case "$client" in
 rs) ;;
@@ -42,13 +55,13 @@ nv[0-9][0-9][0-9]) REL_MOD=nvidia_peermem_${client#nv} ;;
 esac
 # nvidia_client: the client under test is NVIDIA's module. Its releases up
 # to 555 register the invalidating nv_mem and the persistent nv_mem_nc,
-# always (persistent_api_support came with 560): pers=1 does not exist.
+# always (persistent_api_support came with 560): persistent_api_support=1 does not exist.
 nvidia_client() {
 	case "$client" in nv*) return 0 ;; esac
 	return 1
 }
 if nvidia_client && [ "$pers" = 1 ]; then
-	fail "client=$client: NVIDIA's nvidia-peermem before 560 has no persistent_api_support (pers=1 is not a configuration of it)"
+	fail "client=$client: NVIDIA's nvidia-peermem before 560 has no persistent_api_support (persistent_api_support=1 is not a configuration of it)"
 fi
 # rm_lockdep=1: the provider's driver (RM API) lock is one lockdep tracks
 # (nvidia_p2p_sim rm_lock_lockdep=1, stricter than the real driver, whose
@@ -184,7 +197,7 @@ stack_up() {
 	# shellcheck disable=SC2046
 	load "$REL_MOD" $(client_params)
 	REL_IDLE_REF=$(cat /sys/module/$REL_MOD/refcnt)
-	log "stack up: gen=$gen pds=$pds pers=$pers client=$REL_MOD idle refcnt=$REL_IDLE_REF"
+	log "stack up: generation=$gen peerdirect_support=$pds persistent_api_support=$pers client=$REL_MOD idle refcnt=$REL_IDLE_REF"
 }
 
 refcnt() {

@@ -6,13 +6,13 @@
 # activates the MR) and the provider's driver lock visible to lockdep
 # (rm_lock_lockdep=1: stricter than the real driver, whose RM API lock is
 # made of semaphores lockdep cannot see).
-#   rel_lockorder.sh gen=modern|mofed51|legacy pds=0|1 [pers=0|1]
+#   rel_lockorder.sh generation=modern|mofed51|legacy peerdirect_support=0|1 [persistent_api_support=0|1]
 #
 # Lockdep. Both lock orders are taken one after the other on two MRs
 # (cudaFree: driver lock -> free callback -> invalidate -> mapping lock;
 # registration: mapping lock -> get_pages/dma_map -> driver lock; and where
 # the core unmaps under its mapping lock, ibv_dereg_mr: mapping lock ->
-# put_pages -> driver lock). With an invalidating client (pers=0) lockdep
+# put_pages -> driver lock). With an invalidating client (persistent_api_support=0) lockdep
 # therefore reports the cycle on EVERY core: the registration's order exists
 # on the modern core too (class-level: all MRs share one lock class). With
 # persistent_api_support=1 there is no invalidation, no driver lock ->
@@ -23,12 +23,12 @@
 # get_pages, between get_pages and dma_map, inside dma_map, between dma_map
 # and activation, live, inside a deregistration's put_pages) with a bounded
 # wait: "hang" means tasks stuck in D state (a real deadlock). The client
-# under test must never hang. The legacy core with pds=0 and pers=0 would
+# under test must never hang. The legacy core with peerdirect_support=0 and persistent_api_support=0 would
 # read the extended tail of the invalidating nv_mem as function pointers:
-# the load must be refused. With pers=1 the client is a plain
+# the load must be refused. With persistent_api_support=1 the client is a plain
 # peer_memory_client whatever pds says (as NVIDIA's): it loads, clean.
-# Lockdep reports only once a boot: a cell with pers=0 runs last in its
-# boot (after any pers=1 cell), and its suite declares
+# Lockdep reports only once a boot: a cell with persistent_api_support=0 runs last in its
+# boot (after any persistent_api_support=1 cell), and its suite declares
 #   expect_splat lockdep "possible circular locking dependency"
 # rm_lockdep=0 (suite nvidia-vs-ours, NVIDIA's module, issue 33): the
 # provider's lock stays a semaphore lockdep does not track, as the real
@@ -38,7 +38,6 @@
 . /scenarios/lib.sh
 PSIM_RM_LOCKDEP=1
 . /scenarios/rel_lib.sh
-pers=${rel_arg_pers:-0}
 lockdep_judged=1
 [ "$PSIM_RM_LOCKDEP" = 0 ] && lockdep_judged=0
 # the module's own lines: ours are prefixed with its name, NVIDIA's with

@@ -5,7 +5,7 @@
 # gpu_free / mr_dereg over shared buffers; cudaFree of registered buffers
 # races the deregistration of their MRs by other threads. The seed is printed
 # (figure seed=) so a failure replays with seed=N.
-#   rel_stress.sh [gen=..] [pds=..] [pers=..] [threads=8] [ops=100000] [seed=N]
+#   rel_stress.sh [generation=..] [peerdirect_support=..] [persistent_api_support=..] [threads=8] [ops=100000] [seed=N]
 #                 [coalesce_sg=1]
 # coalesce_sg=1: the module merges DMA-contiguous GPU pages into one SG
 # entry; the provider's backing stays one 64 KiB allocation per GPU page,

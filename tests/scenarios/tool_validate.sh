@@ -100,7 +100,7 @@ fi
 
 # shellcheck disable=SC2086
 load $mod $params
-# pers=1: one persistent nv_mem; pers=0: invalidating nv_mem registered
+# persistent_api_support=1: one persistent nv_mem; persistent_api_support=0: invalidating nv_mem registered
 # first (takes the MRs) and persistent nv_mem_nc.
 want=nv_mem
 

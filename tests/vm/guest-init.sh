@@ -58,6 +58,37 @@ run_kunit() {
 	rmmod "${ko%.ko}"
 }
 
+# The scenarios' results in KTAP too, as KUnit and the kernel's selftests
+# print theirs: a plan of one test per scenario line, then each scenario's
+# "ok N ID", "ok N ID # SKIP" or "not ok N ID" after it ran. A scenario
+# that must fail (a `caught` line follows it: a planted defect, or a known
+# red of NVIDIA's module) is marked "# TODO", KTAP's expected failure. The line waits for the next directive
+# to know that. lib.sh's pass, fail and skip write the outcome word to
+# $SCENARIO_OUTCOME; none, or more than one, is a failure.
+export SCENARIO_OUTCOME=/tmp/scenario-outcome
+ktap_n=0
+ktap_line=
+
+# ktap_flush [TODO-REASON]: prints the last scenario's KTAP line.
+ktap_flush() {
+	[ -n "$ktap_line" ] || return 0
+	case "$ktap_line" in
+	*"#"*) echo "$ktap_line" ;;
+	*) echo "$ktap_line${1:+ # TODO $1}" ;;
+	esac
+	ktap_line=
+}
+
+# ktap_result ID: the KTAP line of scenario ID, from its outcome file.
+ktap_result() {
+	ktap_n=$((ktap_n + 1))
+	case "$(cat "$SCENARIO_OUTCOME" 2>/dev/null)" in
+	pass) ktap_line="ok $ktap_n $1" ;;
+	skip) ktap_line="ok $ktap_n $1 # SKIP" ;;
+	*) ktap_line="not ok $ktap_n $1" ;;
+	esac
+}
+
 run_scenario() {
 	name=$1
 	shift
@@ -68,8 +99,10 @@ run_scenario() {
 	export SCENARIO_ID="$id"
 	echo "PEERMEM-SCENARIO-BEGIN $id"
 	read -r t0 _ </proc/uptime
+	: >"$SCENARIO_OUTCOME"
 	if [ ! -f "/scenarios/$name.sh" ]; then
 		echo "SCENARIO-RESULT $id fail reason=no-such-scenario-script"
+		ktap_result "$id"
 		return
 	fi
 	timeout "$scenario_timeout" sh "/scenarios/$name.sh" "$@" </dev/null
@@ -77,6 +110,7 @@ run_scenario() {
 	read -r t1 _ </proc/uptime
 	# secs=: the scenario's guest seconds (results/scenario-timings.json)
 	echo "PEERMEM-SCENARIO-END $id rc=$rc secs=$(( ${t1%.*} - ${t0%.*} ))"
+	ktap_result "$id"
 }
 
 echo "PEERMEM-SUITE-START $suite"
@@ -107,7 +141,17 @@ done
 # and a "clear" after it hides nothing; it cost ~8 s a boot. Scenarios scan
 # only when peermem.kmemleak=each (see lib.sh); finish always does.
 
+ktap_plan=$(sed -e 's/#.*//' "$file" | grep -c '^[[:space:]]*scenario[[:space:]]')
+if [ "$ktap_plan" -gt 0 ]; then
+	echo "KTAP version 1"
+	echo "1..$ktap_plan"
+fi
 while read -r directive rest; do
+	if [ "$directive" = caught ]; then
+		ktap_flush "must fail: a caught line follows"
+	else
+		ktap_flush
+	fi
 	case "$directive" in
 	kunit)
 		# shellcheck disable=SC2086
@@ -121,5 +165,6 @@ while read -r directive rest; do
 done <<EOS
 $(sed -e 's/#.*//' "$file")
 EOS
+ktap_flush
 
 finish

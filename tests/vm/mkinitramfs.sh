@@ -32,6 +32,7 @@ if [ -n "${PEERMEM_VM_SUITES:-}" ]; then
 fi
 cp "$repo"/tests/scenarios/*.sh "$stage/scenarios/"
 cp -r "$repo"/tests/scenarios/data "$stage/scenarios/" 2>/dev/null || true
+cp -r "$repo"/tests/scenarios/rel_race "$stage/scenarios/"
 
 # Every module the build produced (the product, its KUnit module, fixtures).
 # A kernel of the matrix other than the primary one (make ... KERNEL=<id>,

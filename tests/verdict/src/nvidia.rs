@@ -317,7 +317,7 @@ mod tests {
             "rel-races",
             vec![
                 t(
-                    "scenario:rel_race[window=w,gen=modern,pds=0,pers=0,rounds=2]",
+                    "scenario:rel_race[window=w,generation=modern,peerdirect_support=0,persistent_api_support=0,rounds=2]",
                     true,
                     "",
                     &[],
@@ -329,13 +329,13 @@ mod tests {
             "nvidia-vs-ours",
             vec![
                 t(
-                    "teeth:rel_race[window=w,gen=modern,pds=0,pers=0,rounds=1,client=nv555]",
+                    "teeth:rel_race[window=w,generation=modern,peerdirect_support=0,persistent_api_support=0,rounds=1,client=nv555]",
                     true,
                     "",
                     &["failed as planted: KASAN: slab-use-after-free in nv_dma_map"],
                 ),
                 t(
-                    "scenario:rel_race[window=w,gen=modern,pds=0,pers=0,rounds=1,client=nv535]",
+                    "scenario:rel_race[window=w,generation=modern,peerdirect_support=0,persistent_api_support=0,rounds=1,client=nv535]",
                     true,
                     "",
                     &[],
@@ -357,7 +357,10 @@ mod tests {
         let r = build(&[races, nv]);
         assert_eq!(r.rows.len(), 3);
         let w = &r.rows[0];
-        assert_eq!(w.scenario, "rel_race window=w gen=modern pds=0 pers=0");
+        assert_eq!(
+            w.scenario,
+            "rel_race window=w generation=modern peerdirect_support=0 persistent_api_support=0"
+        );
         assert_eq!(
             (w.ours.as_str(), w.ours_suite.as_str()),
             ("pass", "rel-races")

@@ -27,7 +27,7 @@ pub const FIGURES: &[&str] = &["ops", "faults", "races", "leaks", "splats"];
 pub struct Row {
     /// Script name plus its "what" arguments, e.g. `rel_race window=free_vs_dereg`.
     pub scenario: String,
-    /// The remaining arguments, e.g. `gen=modern pds=0 pers=0`.
+    /// The remaining arguments, e.g. `generation=modern peerdirect_support=0 persistent_api_support=0`.
     pub configuration: String,
     /// The suite (VM boot) it ran in.
     pub suite: String,
@@ -228,7 +228,7 @@ pub fn build(verdicts: &[SuiteVerdict]) -> Report {
                     .to_string()
             };
             let fig = |key: &str| r.figures.get(key).cloned().unwrap_or_else(|| "?".into());
-            let pers = match arg("pers").as_str() {
+            let pers = match arg("persistent_api_support").as_str() {
                 "?" => "0".to_string(),
                 p => p.to_string(),
             };
@@ -244,8 +244,8 @@ pub fn build(verdicts: &[SuiteVerdict]) -> Report {
                 })
                 .collect();
             Cell {
-                gen: arg("gen"),
-                pds: arg("pds"),
+                gen: arg("generation"),
+                pds: arg("peerdirect_support"),
                 pers,
                 expected: fig("expected"),
                 observed: fig("lockdep"),
@@ -406,20 +406,26 @@ mod tests {
     fn table_rows_configuration_and_totals() {
         let v = verdict(
             "rel-races",
-            "scenario rel_race window=free_vs_dereg gen=modern pds=0 pers=0\n\
-             scenario rel_stress gen=modern pds=0 pers=1 ops=30000\n\
+            "scenario rel_race window=free_vs_dereg generation=modern peerdirect_support=0 persistent_api_support=0\n\
+             scenario rel_stress generation=modern peerdirect_support=0 persistent_api_support=1 ops=30000\n\
              scenario vm_smoke iommu=on\n",
-            "SCENARIO-RESULT rel_race[window=free_vs_dereg,gen=modern,pds=0,pers=0] pass \
+            "SCENARIO-RESULT rel_race[window=free_vs_dereg,generation=modern,peerdirect_support=0,persistent_api_support=0] pass \
              ops=800 faults=0 races=200 leaks=0 splats=0 seed=7\n\
-             SCENARIO-RESULT rel_stress[gen=modern,pds=0,pers=1,ops=30000] pass \
+             SCENARIO-RESULT rel_stress[generation=modern,peerdirect_support=0,persistent_api_support=1,ops=30000] pass \
              ops=30000 faults=0 races=12 leaks=0 splats=0\n\
              SCENARIO-RESULT vm_smoke[iommu=on] pass\nPEERMEM-SUITE-DONE rel-races\n",
         );
         let r = build(&[v]);
         assert_eq!(r.rows.len(), 2, "only rel_* scenarios: {r:#?}");
         assert_eq!(r.rows[0].scenario, "rel_race window=free_vs_dereg");
-        assert_eq!(r.rows[0].configuration, "gen=modern pds=0 pers=0");
-        assert_eq!(r.rows[1].configuration, "gen=modern pds=0 pers=1 ops=30000");
+        assert_eq!(
+            r.rows[0].configuration,
+            "generation=modern peerdirect_support=0 persistent_api_support=0"
+        );
+        assert_eq!(
+            r.rows[1].configuration,
+            "generation=modern peerdirect_support=0 persistent_api_support=1 ops=30000"
+        );
         assert_eq!(r.totals["ops"], 30800);
         assert_eq!(r.totals["races"], 212);
         assert_eq!((r.passed, r.failed), (2, 0));
@@ -433,8 +439,8 @@ mod tests {
     fn a_dirty_boot_fails_its_passing_scenarios() {
         let v = verdict(
             "rel-faults",
-            "scenario rel_faults gen=modern pds=0 pers=0\n",
-            "SCENARIO-RESULT rel_faults[gen=modern,pds=0,pers=0] pass ops=1 faults=80\n\
+            "scenario rel_faults generation=modern peerdirect_support=0 persistent_api_support=0\n",
+            "SCENARIO-RESULT rel_faults[generation=modern,peerdirect_support=0,persistent_api_support=0] pass ops=1 faults=80\n\
              BUG: KASAN: slab-use-after-free in x\nPEERMEM-SUITE-DONE rel-faults\n",
         );
         let r = build(&[v]);
@@ -459,14 +465,14 @@ mod tests {
 
     #[test]
     fn field_rows_say_whether_the_planted_defect_was_caught() {
-        let suite = "scenario rel_field bug=uaf_window gen=modern\n\
+        let suite = "scenario rel_field bug=uaf_window generation=modern\n\
                      scenario rel_field bug=uaf_window client=ref defects=uaf_window\n\
                      caught \"KASAN\"\n\
                      scenario rel_field bug=double_unmap\n\
                      scenario rel_field bug=double_unmap client=ref defects=double_unmap\n\
                      caught \"KASAN\"\n\
                      scenario rel_field bug=silent_load\n";
-        let log = "SCENARIO-RESULT rel_field[bug=uaf_window,gen=modern] pass ops=3\n\
+        let log = "SCENARIO-RESULT rel_field[bug=uaf_window,generation=modern] pass ops=3\n\
                    SCENARIO-RESULT rel_field[bug=uaf_window,client=ref,defects=uaf_window] fail \
                    ops=1 reason=1 splat line(s), first: BUG: KASAN: x\n\
                    SCENARIO-RESULT rel_field[bug=double_unmap] pass ops=3\n\
@@ -488,7 +494,7 @@ mod tests {
         assert_eq!(
             caught,
             vec![
-                ("gen=modern", "pass", "yes"),
+                ("generation=modern", "pass", "yes"),
                 ("client=ref defects=uaf_window", "pass", "yes"),
                 ("", "fail", "no"),
                 ("client=ref defects=double_unmap", "fail", "no"),
@@ -505,14 +511,14 @@ mod tests {
         let v = verdict(
             "rel-lockorder-mofed51-pds1",
             "expect_splat lockdep \"possible circular locking dependency\"\n\
-             scenario rel_lockorder gen=mofed51 pds=1\n",
+             scenario rel_lockorder generation=mofed51 peerdirect_support=1\n",
             "WARNING: possible circular locking dependency detected\n\
-             SCENARIO-RESULT rel_lockorder[gen=mofed51,pds=1] pass ops=7 races=1 \
+             SCENARIO-RESULT rel_lockorder[generation=mofed51,peerdirect_support=1] pass ops=7 races=1 \
              expected=inversion lockdep=reported\nPEERMEM-SUITE-DONE rel-lockorder-mofed51-pds1\n",
         );
         let w = verdict(
             "rel-field",
-            "scenario rel_lockorder gen=legacy pds=0\n",
+            "scenario rel_lockorder generation=legacy peerdirect_support=0\n",
             "PEERMEM-SUITE-DONE rel-field\n",
         );
         let r = build(&[v, w]);
@@ -540,13 +546,13 @@ mod tests {
         let v = verdict(
             "rel-lockorder-modern-pds1",
             "expect_splat lockdep \"possible circular locking dependency\"\n\
-             scenario rel_lockorder gen=modern pds=1 pers=1\n\
-             scenario rel_lockorder gen=modern pds=1\n",
-            "SCENARIO-RESULT rel_lockorder[gen=modern,pds=1,pers=1] pass expected=clean \
+             scenario rel_lockorder generation=modern peerdirect_support=1 persistent_api_support=1\n\
+             scenario rel_lockorder generation=modern peerdirect_support=1\n",
+            "SCENARIO-RESULT rel_lockorder[generation=modern,peerdirect_support=1,persistent_api_support=1] pass expected=clean \
              lockdep=clean edge=- hang=none p_get_pages=ok p_pinned=ok p_dma_map=ok \
              p_activate=ok p_live=ok p_dereg=ok\n\
              WARNING: possible circular locking dependency detected\n\
-             SCENARIO-RESULT rel_lockorder[gen=modern,pds=1] fail expected=inversion \
+             SCENARIO-RESULT rel_lockorder[generation=modern,peerdirect_support=1] fail expected=inversion \
              lockdep=reported edge=registration hang=dma_map p_get_pages=ok p_pinned=ok \
              p_dma_map=hang reason=deadlock\nPEERMEM-SUITE-DONE rel-lockorder-modern-pds1\n",
         );

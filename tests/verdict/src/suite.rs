@@ -89,6 +89,23 @@ impl fmt::Display for SuiteError {
     }
 }
 
+/// The knobs the suites once spelt two ways, short name first: a scenario
+/// line takes only the long one, the name the scenarios parse.
+const KNOB_SPELLINGS: &[(&str, &str)] = &[
+    ("gen", "generation"),
+    ("pds", "peerdirect_support"),
+    ("pers", "persistent_api_support"),
+];
+
+/// Why scenario argument `arg` is refused: a knob by its short name.
+fn short_knob(arg: &str) -> Option<String> {
+    let key = arg.split_once('=')?.0;
+    KNOB_SPELLINGS
+        .iter()
+        .find(|(short, _)| *short == key)
+        .map(|(short, long)| format!("scenario argument {arg}: the knob {short} is spelt {long}="))
+}
+
 /// The id a scenario reports under: its name, then its arguments in
 /// brackets joined with `,` (`dma[generation=modern,peerdirect_support=0]`).
 pub fn scenario_id(name: &str, args: &[&str]) -> String {
@@ -171,7 +188,12 @@ impl Suite {
                 ("kunit", [module, name]) => {
                     suite.kunit.push((module.to_string(), name.to_string()))
                 }
-                ("scenario", [name, rest @ ..]) => suite.scenarios.push(scenario_id(name, rest)),
+                ("scenario", [name, rest @ ..]) => {
+                    if let Some(why) = rest.iter().find_map(|a| short_knob(a)) {
+                        return Err(err(why));
+                    }
+                    suite.scenarios.push(scenario_id(name, rest))
+                }
                 ("expect_splat", [kind, pattern, rest @ ..]) => {
                     let classes = match rest {
                         [] => Vec::new(),
@@ -347,5 +369,21 @@ mod tests {
         assert!(Suite::parse("x", "iommu on\n").is_err());
         assert!(Suite::parse("x", "timeout soon\nscenario a\n").is_err());
         assert!(Suite::parse("x", "expect_splat a \"open\nscenario a\n").is_err());
+    }
+
+    #[test]
+    fn knobs_take_one_spelling() {
+        let ok = "scenario rel_race window=w generation=modern peerdirect_support=0 persistent_api_support=1\n";
+        assert!(Suite::parse("x", ok).is_ok());
+        for (short, long) in KNOB_SPELLINGS {
+            let text = format!("scenario a\nscenario rel_race window=w {short}=1\n");
+            let e = Suite::parse("x", &text).unwrap_err();
+            assert_eq!(e.line, 2, "{short}");
+            assert!(
+                e.message.contains(&format!("spelt {long}=")),
+                "{}",
+                e.message
+            );
+        }
     }
 }

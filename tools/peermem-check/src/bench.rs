@@ -9,6 +9,8 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
+use crate::error::Error;
+
 /// Summary of repeated timings, in nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
@@ -87,19 +89,21 @@ pub struct BenchResult {
 }
 
 /// Loads a bench JSON (the document `bench --json` prints, or bench.json).
-pub fn load(path: &Path) -> Result<BenchResult, String> {
+pub fn load(path: &Path) -> Result<BenchResult, Error> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
     let inner = v.get("bench").cloned().unwrap_or(v);
-    serde_json::from_value(inner)
-        .map_err(|e| format!("{}: not a bench result: {e}", path.display()))
+    let b = serde_json::from_value(inner)
+        .map_err(|e| format!("{}: not a bench result: {e}", path.display()))?;
+    Ok(b)
 }
 
 /// Writes the result as pretty JSON.
-pub fn save(b: &BenchResult, path: &Path) -> Result<(), String> {
+pub fn save(b: &BenchResult, path: &Path) -> Result<(), Error> {
     let s = serde_json::to_string_pretty(b).map_err(|e| e.to_string())?;
-    std::fs::write(path, s + "\n").map_err(|e| format!("{}: {e}", path.display()))
+    std::fs::write(path, s + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(())
 }
 
 /// MiB/s of `bytes` moved in `d`.

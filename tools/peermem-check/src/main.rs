@@ -13,6 +13,7 @@
 mod bench;
 mod causes;
 mod doctor;
+mod error;
 mod gpuinfo;
 mod plot;
 #[cfg(feature = "real")]
@@ -124,6 +125,35 @@ pub enum SimEngine {
     Edu,
 }
 
+/// The GPU and the RDMA NIC of a real run, named as perftest names them.
+#[derive(Args, Debug, Clone)]
+pub struct HwArgs {
+    /// CUDA device ordinal (real backend; perftest's --use_cuda).
+    #[arg(long, alias = "use_cuda", default_value_t = 0)]
+    pub gpu: i32,
+    /// RDMA device name, e.g. mlx5_0 (real backend; default: the one nearest
+    /// to the GPU in the PCIe topology).
+    #[arg(short = 'd', long, alias = "ib-dev")]
+    pub device: Option<String>,
+    /// RDMA port (real backend).
+    #[arg(short = 'i', long, alias = "ib-port", default_value_t = 1)]
+    pub port: u8,
+    /// GID index for RoCE (real backend; default: first usable).
+    #[arg(short = 'x', long)]
+    pub gid_index: Option<u8>,
+}
+
+/// The simulated stack of the test VM.
+#[derive(Args, Debug, Clone)]
+pub struct SimArgs {
+    /// DMA engine of the simulated HCA (sim backend).
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub engine: SimEngine,
+    /// Control device of the simulated stack (sim backend).
+    #[arg(long, default_value = "/dev/peermem_sim")]
+    pub sim_dev: String,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct ValidateArgs {
     #[arg(long, value_enum, default_value = "real")]
@@ -141,19 +171,8 @@ pub struct ValidateArgs {
     /// Pattern seed (default: from the clock; printed for replay).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// CUDA device ordinal (real backend; perftest's --use_cuda).
-    #[arg(long, alias = "use_cuda", default_value_t = 0)]
-    pub gpu: i32,
-    /// RDMA device name, e.g. mlx5_0 (real backend; default: the one nearest
-    /// to the GPU in the PCIe topology).
-    #[arg(short = 'd', long, alias = "ib-dev")]
-    pub device: Option<String>,
-    /// RDMA port (real backend).
-    #[arg(short = 'i', long, alias = "ib-port", default_value_t = 1)]
-    pub port: u8,
-    /// GID index for RoCE (real backend; default: first usable).
-    #[arg(short = 'x', long)]
-    pub gid_index: Option<u8>,
+    #[command(flatten)]
+    pub hw: HwArgs,
     /// Registration path (real backend).
     #[arg(long, value_enum, default_value = "both")]
     pub path: RegPath,
@@ -171,12 +190,8 @@ pub struct ValidateArgs {
         default_value = "/tmp/peermem-check.hold"
     )]
     pub hold_file: PathBuf,
-    /// DMA engine of the simulated HCA (sim backend).
-    #[arg(long, value_enum, default_value = "cpu")]
-    pub engine: SimEngine,
-    /// Control device of the simulated stack (sim backend).
-    #[arg(long, default_value = "/dev/peermem_sim")]
-    pub sim_dev: String,
+    #[command(flatten)]
+    pub sim: SimArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -195,25 +210,13 @@ pub struct BenchArgs {
     /// Do not render the PNG.
     #[arg(long)]
     pub no_plot: bool,
-    /// CUDA device ordinal (perftest's --use_cuda).
-    #[arg(long, alias = "use_cuda", default_value_t = 0)]
-    pub gpu: i32,
-    /// RDMA device name (default: the one nearest to the GPU).
-    #[arg(short = 'd', long, alias = "ib-dev")]
-    pub device: Option<String>,
-    /// RDMA port.
-    #[arg(short = 'i', long, alias = "ib-port", default_value_t = 1)]
-    pub port: u8,
-    /// GID index for RoCE (default: first usable).
-    #[arg(short = 'x', long)]
-    pub gid_index: Option<u8>,
+    #[command(flatten)]
+    pub hw: HwArgs,
     /// The memory registered and written (real backend; host: no GPU).
     #[arg(long, value_enum, default_value = "gpu")]
     pub memory: Memory,
-    #[arg(long, value_enum, default_value = "cpu")]
-    pub engine: SimEngine,
-    #[arg(long, default_value = "/dev/peermem_sim")]
-    pub sim_dev: String,
+    #[command(flatten)]
+    pub sim: SimArgs,
 }
 
 #[derive(Args, Debug)]
@@ -447,28 +450,30 @@ fn exit_of(v: Verdict) -> ExitCode {
 /// Runs `f`, turning a panic inside a dependency (cudarc panics on a
 /// missing libcuda symbol) into an error message instead of a crash.
 #[cfg(feature = "real")]
-fn guarded<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Result<T, String> {
+fn guarded<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Result<T, error::Error> {
     let prev = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
     let r = std::panic::catch_unwind(f);
     std::panic::set_hook(prev);
     r.map_err(|p| {
-        p.downcast_ref::<String>()
+        let msg = p
+            .downcast_ref::<String>()
             .cloned()
             .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "unknown internal error".into())
+            .unwrap_or_else(|| "unknown internal error".into());
+        error::Error::Msg(msg)
     })
 }
 
 #[cfg(feature = "real")]
-fn internal_error(command: &'static str, msg: String) -> Outcome {
+fn internal_error(command: &'static str, e: error::Error) -> Outcome {
     Outcome {
         command,
         backend: Backend::Real,
         checks: vec![report::Check::fail(
             "internal",
             "CUDA/verbs library",
-            format!("a library call failed inside its binding: {msg}"),
+            format!("a library call failed inside its binding: {e}"),
         )
         .fix("the installed libcuda/libibverbs lacks an entry point this tool needs: update the driver or rdma-core")],
         extra: json!({}),

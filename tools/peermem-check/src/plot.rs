@@ -9,6 +9,7 @@ use std::sync::Once;
 use plotters::prelude::*;
 
 use crate::bench::{size_label, BenchResult};
+use crate::error::Error;
 
 static FONT: Once = Once::new();
 
@@ -24,10 +25,10 @@ fn register_font() {
 }
 
 /// Renders `b` to a 1200x500 PNG at `out`.
-pub fn render(b: &BenchResult, out: &Path) -> Result<(), String> {
+pub fn render(b: &BenchResult, out: &Path) -> Result<(), Error> {
     register_font();
     if b.results.is_empty() {
-        return Err("no results to plot".into());
+        return Err(Error::Msg("no results to plot".into()));
     }
     let root = BitMapBackend::new(out, (1200, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;

@@ -94,6 +94,10 @@ impl Check {
 }
 
 /// Counts of each verdict.
+/// A step that failed, as the check that says why: the run goes no
+/// further. Boxed, as a check is large beside what a step returns.
+pub type Stop = Box<Check>;
+
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
 pub struct Summary {
     pub pass: usize,

@@ -18,8 +18,8 @@ use peermem_sim::uapi::{
 use peermem_sim::{Engine, SimDevice, SimError};
 
 use crate::bench::{self, BenchResult, SizeResult, Stats};
-use crate::causes::{explain, Op};
-use crate::report::Check;
+use crate::error::fail;
+use crate::report::{Check, Stop};
 use crate::{Backend, BenchArgs, Outcome, SimEngine, ValidateArgs};
 
 const GPU_PAGE: u64 = 64 << 10;
@@ -35,29 +35,8 @@ fn engine(e: SimEngine) -> Engine {
     }
 }
 
-fn sim_op(e: &SimError) -> Op {
-    match e.op {
-        "open" => Op::SimOpen,
-        "gpu_alloc" => Op::SimGpuAlloc,
-        "mr_reg" => Op::SimMrReg,
-        "mr_dereg" => Op::SimMrDereg,
-        "hca_write" => Op::SimHcaWrite,
-        "hca_read" => Op::SimHcaRead,
-        "gpu_free" => Op::SimGpuFree,
-        _ => Op::SimGpuCopy,
-    }
-}
-
-/// A failed step as a check with its likely cause.
-fn error_check(id: &'static str, title: &str, e: &SimError) -> Check {
-    let c = explain(sim_op(e), e.errno);
-    Check::fail(id, title, format!("{e}: {}", c.cause))
-        .fix(c.fix)
-        .data(json!({"op": e.op, "errno": e.errno, "errno_name": e.errno_name()}))
-}
-
-fn err_box(id: &'static str, title: &str, e: &SimError) -> Box<Check> {
-    Box::new(error_check(id, title, e))
+fn err_box(id: &'static str, title: &str, e: &SimError) -> Stop {
+    Box::new(fail(id, title, e))
 }
 
 fn seed_or_clock(s: Option<u64>) -> u64 {
@@ -91,11 +70,11 @@ fn validate_one(dev: &SimDevice, r: &Run, eng: Engine) -> (serde_json::Value, Op
         Err(e) => {
             return (
                 out,
-                Some(error_check("gpu_alloc", "GPU allocation (cudaMalloc)", &e)),
+                Some(fail("gpu_alloc", "GPU allocation (cudaMalloc)", &e)),
             )
         }
     };
-    let result = (|| -> Result<Option<Check>, Box<Check>> {
+    let result = (|| -> Result<Option<Check>, Stop> {
         dev.gpu_write(va, &vec![SENTINEL; alloc as usize])
             .map_err(|e| err_box("sentinel", "GPU sentinel fill", &e))?;
         let mr = dev.mr_reg(va + r.offset, r.size, ACCESS).map_err(|e| {
@@ -107,7 +86,7 @@ fn validate_one(dev: &SimDevice, r: &Run, eng: Engine) -> (serde_json::Value, Op
         })?;
         out["client"] = json!(mr.client);
         out["sg_entries"] = json!(mr.sg_entries);
-        let body = (|| -> Result<Option<Check>, Box<Check>> {
+        let body = (|| -> Result<Option<Check>, Stop> {
             let pattern = Pattern::Seeded(r.seed).make(0, r.size as usize);
             dev.hca_write(mr.id, 0, &pattern, eng)
                 .map_err(|e| err_box("rdma_write", "RDMA WRITE into GPU memory", &e))?;
@@ -166,7 +145,7 @@ fn validate_one(dev: &SimDevice, r: &Run, eng: Engine) -> (serde_json::Value, Op
     let check = match result {
         Err(c) => Some(*c),
         Ok(c) => match freed {
-            Err(e) => Some(error_check("gpu_free", "GPU free (cudaFree)", &e)),
+            Err(e) => Some(fail("gpu_free", "GPU free (cudaFree)", &e)),
             Ok(()) => c,
         },
     };
@@ -178,7 +157,7 @@ fn validate_one(dev: &SimDevice, r: &Run, eng: Engine) -> (serde_json::Value, Op
 pub fn validate(a: &ValidateArgs) -> Outcome {
     let mut checks = Vec::new();
     let seed = seed_or_clock(a.seed);
-    let eng = engine(a.engine);
+    let eng = engine(a.sim.engine);
     let mut outcome = Outcome {
         command: "validate",
         backend: Backend::Sim,
@@ -186,19 +165,17 @@ pub fn validate(a: &ValidateArgs) -> Outcome {
         extra: json!({"seed": seed}),
         notes: Vec::new(),
     };
-    let dev = match SimDevice::open_path(&a.sim_dev) {
+    let dev = match SimDevice::open_path(&a.sim.sim_dev) {
         Ok(d) => d,
         Err(e) => {
-            outcome
-                .checks
-                .push(error_check("open", "Simulated stack", &e));
+            outcome.checks.push(fail("open", "Simulated stack", &e));
             return outcome;
         }
     };
     checks.push(Check::pass(
         "open",
         "Simulated stack",
-        format!("{} opened", a.sim_dev),
+        format!("{} opened", a.sim.sim_dev),
     ));
     let before = dev.counters().ok();
     let mut runs = Vec::new();
@@ -325,19 +302,17 @@ pub fn bench(a: &BenchArgs, json_mode: bool) -> Outcome {
         extra: json!({}),
         notes: Vec::new(),
     };
-    let dev = match SimDevice::open_path(&a.sim_dev) {
+    let dev = match SimDevice::open_path(&a.sim.sim_dev) {
         Ok(d) => d,
         Err(e) => {
-            outcome
-                .checks
-                .push(error_check("open", "Simulated stack", &e));
+            outcome.checks.push(fail("open", "Simulated stack", &e));
             return outcome;
         }
     };
-    let eng = engine(a.engine);
+    let eng = engine(a.sim.engine);
     let mut result = BenchResult {
         backend: "sim".into(),
-        platform: format!("simulated stack ({}), HCA engine {}", a.sim_dev, eng.name()),
+        platform: format!("simulated stack ({}), HCA engine {}", a.sim.sim_dev, eng.name()),
         method: "reg/dereg: wall time of the MR_REG/MR_DEREG ioctls (phases: in-kernel ktime); direct: one HCA DMA into the GPU MR; bounce: a host memcpy standing in for the NIC's DMA to host memory, then gpu_write (cudaMemcpy)".into(),
         results: Vec::new(),
     };
@@ -349,7 +324,7 @@ pub fn bench(a: &BenchArgs, json_mode: bool) -> Outcome {
         match bench_size(&dev, size, a.iterations, eng, &pb) {
             Ok(r) => result.results.push(r),
             Err(e) => {
-                outcome.checks.push(error_check("bench", "Bench", &e));
+                outcome.checks.push(fail("bench", "Bench", &e));
                 break;
             }
         }
@@ -447,13 +422,17 @@ pub fn finish_bench(outcome: &mut Outcome, result: BenchResult, a: &BenchArgs) {
     let json_path = a.out.join("bench.json");
     match bench::save(&result, &json_path) {
         Ok(()) => outcome.notes.push(format!("wrote {}", json_path.display())),
-        Err(e) => outcome.checks.push(Check::fail("output", "Output", e)),
+        Err(e) => outcome
+            .checks
+            .push(Check::fail("output", "Output", e.to_string())),
     }
     if !a.no_plot && !result.results.is_empty() {
         let png = a.out.join("bench.png");
         match crate::plot::render(&result, &png) {
             Ok(()) => outcome.notes.push(format!("wrote {}", png.display())),
-            Err(e) => outcome.checks.push(Check::warn("plot", "Plot", e)),
+            Err(e) => outcome
+                .checks
+                .push(Check::warn("plot", "Plot", e.to_string())),
         }
     }
     if !result.results.is_empty() {

@@ -8,6 +8,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+// One copy for the workspace: the test bed's crate keeps it.
+#[path = "../../../tests/sim-client/tests/common/mod.rs"]
 mod common;
 
 fn bin() -> Command {

@@ -18,6 +18,8 @@ use std::process::Command;
 
 use rdma_sys::*;
 
+// One copy for the workspace: the test bed's crate keeps it.
+#[path = "../../../tests/sim-client/tests/common/mod.rs"]
 mod common;
 
 const PROBE: &str = r#"

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Shared by this crate's integration tests.
+//! Shared by the integration tests of this crate and of peermem-check
+//! (which includes this file by path).
 
 use std::io::Write;
 
 /// Reports that test `test` could not run (a prerequisite is missing) and
-/// must not count as passed (issue 30): a line `PKG/TARGET::test: reason`
+/// must not count as passed: a line `PKG/TARGET::test: reason`
 /// appended to `$PEERMEM_HOST_SKIPS` when set (make test and make check set
 /// it; their summary moves the test from passed to skipped), and to stderr.
 /// The caller returns right after.

@@ -12,17 +12,18 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use peermem_sim::pattern::{compare, Pattern};
+use peermem_sim::pattern::{compare, Comparison, Pattern};
 
-use super::cuda::{self, Context, CudaError, DeviceBuffer};
+use super::cuda::{self, Context, CudaError, DeviceBuffer, DmaBuf};
 use super::hostmem::HostBuffer;
 use super::target::Target;
 use super::verbs::{
-    self, Device, Direction, DmabufSupport, Gid, Loopback, Pd, Qp, Verbs, VerbsError,
+    self, Device, Direction, DmabufSupport, Gid, Loopback, Mr, Pd, Qp, Verbs, VerbsError,
 };
-use crate::causes::{explain, Op};
+use crate::causes::Op;
+use crate::error::{fail, Error};
 use crate::gpuinfo::{ordering_name, GpuAttrs, WRITES_ORDERING_OWNER};
-use crate::report::Check;
+use crate::report::{Check, Stop};
 use crate::{Backend, Memory, Outcome, RegPath, ValidateArgs, VerbsFault, HOLD_LIMIT};
 
 const GPU_PAGE: u64 = 64 << 10;
@@ -31,35 +32,6 @@ const KEEP: usize = 8;
 /// Largest single RDMA message we post.
 const MAX_WR: u64 = 1 << 30;
 const COMPLETION_TIMEOUT: Duration = Duration::from_secs(10);
-
-pub fn cuda_fail(id: &'static str, title: &str, e: &CudaError) -> Check {
-    let c = if e.call == "dlopen" {
-        explain(Op::LoadCuda, 0)
-    } else if e.call == "cuMemGetHandleForAddressRange" {
-        explain(Op::ExportDmabuf, 0)
-    } else {
-        crate::causes::Cause {
-            cause: "the CUDA driver refused the call".into(),
-            fix: "check nvidia-smi and dmesg (Xid errors)".into(),
-        }
-    };
-    let detail = if e.call == "dlopen" {
-        c.cause.clone()
-    } else {
-        format!("{e}: {}", c.cause)
-    };
-    Check::fail(id, title, detail)
-        .fix(c.fix)
-        .data(json!({"call": e.call, "error": e.name}))
-}
-
-/// A verbs failure as a check with its likely cause.
-pub fn verbs_fail(id: &'static str, title: &str, e: &VerbsError) -> Check {
-    let c = explain(e.op, e.errno);
-    Check::fail(id, title, format!("{e}: {}", c.cause))
-        .fix(c.fix)
-        .data(json!({"call": e.call, "errno": e.errno, "errno_name": peermem_sim::errno::name(e.errno)}))
-}
 
 /// The RDMA device to open: `-d NAME` as given, else the one nearest to the
 /// GPU at `gpu_bdf` in the PCIe topology (sysfs), else libibverbs' first.
@@ -178,17 +150,17 @@ fn gpu_line(g: &GpuAttrs, driver: Option<i32>) -> String {
 /// The GPU half on its own: allocation, sentinel, host<->GPU copy of a
 /// pattern, dma-buf export. Runs before any verbs call so a node without a
 /// NIC still shows what its GPU can do.
-fn gpu_half(ctx: &Context, a: &ValidateArgs, g: &GpuAttrs, checks: &mut Vec<Check>) -> bool {
+fn gpu_half(
+    ctx: &Context,
+    a: &ValidateArgs,
+    g: &GpuAttrs,
+    checks: &mut Vec<Check>,
+) -> Result<(), Stop> {
     let size = a.sizes.iter().copied().max().unwrap_or(1 << 20);
     let off = a.offsets.iter().copied().max().unwrap_or(0);
     let alloc = round_up(size + off, GPU_PAGE) as usize;
-    let buf = match DeviceBuffer::new(ctx, alloc) {
-        Ok(b) => b,
-        Err(e) => {
-            checks.push(cuda_fail("gpu_alloc", "GPU allocation (cuMemAlloc)", &e));
-            return false;
-        }
-    };
+    let buf = DeviceBuffer::new(ctx, alloc)
+        .map_err(|e| stop("gpu_alloc", "GPU allocation (cuMemAlloc)", &e))?;
     let r = (|| -> Result<(), CudaError> {
         buf.fill(SENTINEL)?;
         let p = Pattern::Seeded(0x5eed).make(0, size as usize);
@@ -210,20 +182,16 @@ fn gpu_half(ctx: &Context, a: &ValidateArgs, g: &GpuAttrs, checks: &mut Vec<Chec
         }
         Ok(())
     })();
-    match r {
-        Ok(()) => checks.push(Check::pass(
-            "gpu_alloc",
-            "GPU memory (cuMemAlloc, sentinel, copy)",
-            format!(
-                "{alloc} bytes at 0x{:x}, SYNC_MEMOPS set, 0x{SENTINEL:02x} sentinel and a host<->GPU pattern round trip intact",
-                buf.ptr()
-            ),
-        )),
-        Err(e) => {
-            checks.push(cuda_fail("gpu_alloc", "GPU memory (cuMemAlloc, sentinel, copy)", &e));
-            return false;
-        }
-    }
+    const TITLE: &str = "GPU memory (cuMemAlloc, sentinel, copy)";
+    r.map_err(|e| stop("gpu_alloc", TITLE, &e))?;
+    checks.push(Check::pass(
+        "gpu_alloc",
+        TITLE,
+        format!(
+            "{alloc} bytes at 0x{:x}, SYNC_MEMOPS set, 0x{SENTINEL:02x} sentinel and a host<->GPU pattern round trip intact",
+            buf.ptr()
+        ),
+    ));
     if a.path != RegPath::Peermem {
         if g.dma_buf_supported == Some(false) {
             checks.push(
@@ -241,7 +209,7 @@ fn gpu_half(ctx: &Context, a: &ValidateArgs, g: &GpuAttrs, checks: &mut Vec<Chec
                     "dma-buf export (cuMemGetHandleForAddressRange)",
                     format!("{alloc} bytes exported as dma-buf fd {}", d.fd()),
                 )),
-                Err(e) => checks.push(cuda_fail(
+                Err(e) => checks.push(fail(
                     "dmabuf_export",
                     "dma-buf export (cuMemGetHandleForAddressRange)",
                     &e,
@@ -249,7 +217,7 @@ fn gpu_half(ctx: &Context, a: &ValidateArgs, g: &GpuAttrs, checks: &mut Vec<Chec
             }
         }
     }
-    true
+    Ok(())
 }
 
 /// Finds how to reach ourselves on `port`.
@@ -316,7 +284,7 @@ fn loopback(
 
 /// The check for a device that was removed or failed during the run.
 fn device_gone(e: &VerbsError) -> Check {
-    verbs_fail("rdma_device", "RDMA device during the run", e)
+    fail("rdma_device", "RDMA device during the run", e)
 }
 
 /// Writes `text` to `file` so that whoever sees the file sees all of it:
@@ -336,7 +304,7 @@ fn write_whole(file: &Path, text: &str) -> std::io::Result<()> {
 /// `--fault hold`: creates `file` (our pid and QP number in it), then waits
 /// until it is gone, polling, at most `HOLD_LIMIT`. Returns how long it
 /// held, or why it stopped holding.
-fn hold(file: &Path, qpn: u32) -> Result<Duration, String> {
+fn hold(file: &Path, qpn: u32) -> Result<Duration, Error> {
     write_whole(file, &format!("pid {}\nqp {qpn}\n", std::process::id()))
         .map_err(|e| format!("cannot create the hold file {}: {e}", file.display()))?;
     eprintln!(
@@ -347,10 +315,10 @@ fn hold(file: &Path, qpn: u32) -> Result<Duration, String> {
     while file.exists() {
         if start.elapsed() > HOLD_LIMIT {
             let _ = std::fs::remove_file(file);
-            return Err(format!(
+            return Err(Error::Msg(format!(
                 "{} was not removed within {HOLD_LIMIT:?}: gave up holding",
                 file.display()
-            ));
+            )));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -411,28 +379,214 @@ struct Ctx<'a, 'v> {
     fault: Option<VerbsFault>,
 }
 
-/// Moves `len` bytes in chunks of at most the port's message size.
+/// A failed step's check, boxed as a [`Stop`].
+fn stop(id: &'static str, title: &str, e: impl Into<Error>) -> Stop {
+    Box::new(fail(id, title, e))
+}
+
+/// The memory of one run: GPU memory, or page-aligned host memory with
+/// `--memory host`.
+fn alloc_target<'a>(c: &Ctx<'a, '_>, alloc: usize) -> Result<Target<'a>, Stop> {
+    match &c.gpu {
+        Some(g) => DeviceBuffer::new(g.cuda, alloc)
+            .map(Target::Gpu)
+            .map_err(|e| stop("gpu_alloc", "GPU allocation", &e)),
+        None => HostBuffer::new(alloc).map(Target::Host).map_err(|e| {
+            Box::new(Check::fail(
+                "host_alloc",
+                "Host target buffer (mmap)",
+                e.to_string(),
+            ))
+        }),
+    }
+}
+
+/// Registers `len` bytes of the target at `gaddr`: through its dma-buf when
+/// there is one, else by address (the peer-memory client for GPU memory).
+fn register_target<'p>(
+    c: &Ctx<'p, '_>,
+    buf: &Target,
+    dmabuf: Option<&DmaBuf>,
+    offset: u64,
+    gaddr: u64,
+    len: usize,
+) -> Result<Mr<'p>, Stop> {
+    let target_op = match buf {
+        Target::Gpu(_) => Op::RegGpuMr,
+        Target::Host(_) => Op::RegHostMr,
+    };
+    let mr = match dmabuf {
+        Some(d) => c.pd.reg_dmabuf_mr(offset, len, gaddr, d.fd()),
+        None => c.pd.reg_mr(gaddr, len, target_op),
+    };
+    mr.map_err(|e| {
+        let title = match (dmabuf, buf) {
+            (Some(_), _) => "ibv_reg_dmabuf_mr on GPU memory",
+            (None, Target::Gpu(_)) => "ibv_reg_mr on GPU memory (peer-memory client)",
+            (None, Target::Host(_)) => "ibv_reg_mr on the host target buffer",
+        };
+        stop("gpu_mr", title, &e)
+    })
+}
+
+/// A registered target and the host buffers' keys that write and read it.
+struct Transfer<'a> {
+    buf: &'a Target<'a>,
+    /// Where the MR starts: `offset` bytes into the allocation.
+    gaddr: u64,
+    rkey: u32,
+    src_lkey: u32,
+    dst_lkey: u32,
+    offset: u64,
+    alloc: usize,
+    write_title: &'static str,
+    read_title: &'static str,
+}
+
+/// RDMA WRITEs `src` into the target, READs it back into `dst`, and
+/// compares the two host buffers.
+fn round_trip(c: &Ctx, t: &Transfer, src: &[u8], dst: &mut [u8]) -> Result<Comparison, Stop> {
+    rdma_all(
+        c,
+        t,
+        Direction::Write,
+        (src.as_ptr() as u64, t.src_lkey),
+        src.len(),
+    )
+    .map_err(|e| stop("rdma_write", t.write_title, &e))?;
+    rdma_all(
+        c,
+        t,
+        Direction::Read,
+        (dst.as_ptr() as u64, t.dst_lkey),
+        dst.len(),
+    )
+    .map_err(|e| stop("rdma_read", t.read_title, &e))?;
+    Ok(compare(src, dst, KEEP))
+}
+
+/// Moves `len` bytes between the host buffer at `laddr` and the target, in
+/// chunks of at most the port's message size.
 fn rdma_all(
     c: &Ctx,
+    t: &Transfer,
     direction: Direction,
-    laddr: u64,
-    lkey: u32,
-    raddr: u64,
-    rkey: u32,
-    len: u64,
+    (laddr, lkey): (u64, u32),
+    len: usize,
 ) -> Result<(), VerbsError> {
     let op = verbs::RdmaOp {
         direction,
         laddr,
         lkey,
-        raddr,
-        rkey,
-        len,
+        raddr: t.gaddr,
+        rkey: t.rkey,
+        len: len as u64,
     };
     c.qp.rdma(op, c.max_wr, COMPLETION_TIMEOUT)
 }
 
-/// One (path, size, offset): register, then `iterations` transfers.
+/// Makes completed RDMA writes visible to the GPU's own reads; whether a
+/// flush was issued. Nothing to do for host memory.
+fn make_visible(c: &Ctx) -> Result<bool, Stop> {
+    let Some(g) = &c.gpu else {
+        return Ok(false);
+    };
+    let mut flushed = false;
+    if g.attrs
+        .rdma_writes_ordering
+        .is_none_or(|o| o < WRITES_ORDERING_OWNER)
+    {
+        flushed = g
+            .cuda
+            .flush_rdma_writes()
+            .map_err(|e| stop("flush", "cuFlushGPUDirectRDMAWrites", &e))?;
+    }
+    g.cuda
+        .synchronize()
+        .map_err(|e| stop("gpu_copy", "cuCtxSynchronize", &e))?;
+    Ok(flushed)
+}
+
+/// Copies the whole allocation to the host and compares it with `src` at
+/// the MR's offset and the sentinel around it.
+fn read_target(c: &Ctx, t: &Transfer, src: &[u8]) -> Result<Comparison, Stop> {
+    let mut whole = vec![0u8; t.alloc];
+    t.buf
+        .read_all(&mut whole)
+        .map_err(|e| stop("gpu_copy", &format!("cuMemcpyDtoH of {}", c.target), &e))?;
+    let mut expect = vec![SENTINEL; t.alloc];
+    let start = t.offset as usize;
+    expect[start..start + src.len()].copy_from_slice(src);
+    Ok(compare(&expect, &whole, KEEP))
+}
+
+/// The failed comparison of iteration `it`: the target's bytes when they
+/// differ, else the RDMA READ's.
+fn mismatch(
+    c: &Ctx,
+    it: u64,
+    offset: u64,
+    target: &Comparison,
+    read: &Comparison,
+    firsts: &[serde_json::Value],
+) -> Check {
+    let detail = match target.first.first() {
+        Some(m) if !target.ok() => format!(
+            "iteration {it}: {} byte(s) of {} differ, first at MR offset {} (expected 0x{:02x}, got 0x{:02x}){}",
+            target.mismatched_bytes,
+            c.target,
+            m.offset as i64 - offset as i64,
+            m.expected,
+            m.actual,
+            if m.actual == SENTINEL {
+                format!(": the RDMA WRITE reported success but never landed in {}", c.target)
+            } else {
+                String::new()
+            }
+        ),
+        _ => format!(
+            "iteration {it}: RDMA READ from {} returned {} wrong byte(s)",
+            c.target, read.mismatched_bytes
+        ),
+    };
+    Check::fail("compare", "Data comparison", detail)
+        .fix("the NIC wrote somewhere else: check the IOMMU (iommu=pt), ACS and the PCIe path with peermem-check doctor; look for DMAR faults in dmesg")
+        .data(json!({"first_mismatches": firsts}))
+}
+
+/// One transfer of iteration `it` with the pattern of `seed`: written and
+/// read back by RDMA, then read through the GPU; recorded in `out`.
+/// Whether a flush was issued.
+fn iteration(
+    c: &Ctx,
+    t: &Transfer,
+    (src, dst): (&mut [u8], &mut [u8]),
+    (it, seed): (u64, u64),
+    out: &mut serde_json::Value,
+) -> Result<bool, Stop> {
+    Pattern::Seeded(seed).fill(0, src);
+    dst.fill(0);
+    let read_cmp = round_trip(c, t, src, dst)?;
+    let flushed = make_visible(c)?;
+    let gpu_cmp = read_target(c, t, src)?;
+    let firsts: Vec<_> = gpu_cmp
+        .first
+        .iter()
+        .map(|m| json!({"offset": m.offset as i64 - t.offset as i64, "expected": m.expected, "actual": m.actual}))
+        .collect();
+    out["iterations_done"] = json!(it + 1);
+    out["first_mismatches"] = json!(firsts);
+    if !gpu_cmp.ok() || !read_cmp.ok() {
+        out["result"] = json!("fail");
+        return Err(Box::new(mismatch(
+            c, it, t.offset, &gpu_cmp, &read_cmp, &firsts,
+        )));
+    }
+    Ok(flushed)
+}
+
+/// One (path, size, offset): register, then `iterations` transfers. The
+/// run's JSON record, and the check that failed, if one did.
 fn run_one(
     c: &Ctx,
     path: RegPath,
@@ -447,31 +601,30 @@ fn run_one(
         "peermem"
     };
     let mut out = json!({"path": path_name, "size": size, "offset": offset});
+    let failed = transfers(c, path, (size, offset), (iterations, seed), &mut out).err();
+    (out, failed.map(|f| *f))
+}
+
+/// `run_one`'s work: the target, its registration, the host buffers and
+/// their registrations, then the transfers.
+fn transfers(
+    c: &Ctx,
+    path: RegPath,
+    (size, offset): (u64, u64),
+    (iterations, seed): (u64, u64),
+    out: &mut serde_json::Value,
+) -> Result<(), Stop> {
     let alloc = round_up(offset + size, GPU_PAGE) as usize;
-    let buf = match &c.gpu {
-        Some(g) => DeviceBuffer::new(g.cuda, alloc).map(Target::Gpu),
-        None => match HostBuffer::new(alloc) {
-            Ok(b) => Ok(Target::Host(b)),
-            Err(e) => {
-                let chk = Check::fail("host_alloc", "Host target buffer (mmap)", e.to_string());
-                return (out, Some(chk));
-            }
-        },
-    };
-    let buf = match buf {
-        Ok(b) => b,
-        Err(e) => return (out, Some(cuda_fail("gpu_alloc", "GPU allocation", &e))),
-    };
-    if let Err(e) = buf.fill(SENTINEL) {
-        return (out, Some(cuda_fail("gpu_alloc", "GPU sentinel", &e)));
-    }
+    let buf = alloc_target(c, alloc)?;
+    buf.fill(SENTINEL)
+        .map_err(|e| stop("gpu_alloc", "GPU sentinel", &e))?;
     let gaddr = buf.ptr() + offset;
     // Keep the dma-buf open while its MR lives.
     let dmabuf = match (&buf, path) {
-        (Target::Gpu(b), RegPath::Dmabuf) => match b.export_dmabuf(0, alloc) {
-            Ok(d) => Some(d),
-            Err(e) => return (out, Some(cuda_fail("dmabuf_export", "dma-buf export", &e))),
-        },
+        (Target::Gpu(b), RegPath::Dmabuf) => Some(
+            b.export_dmabuf(0, alloc)
+                .map_err(|e| stop("dmabuf_export", "dma-buf export", &e))?,
+        ),
         _ => None,
     };
     // --fault short-mr: the MR covers half of what is then written.
@@ -480,52 +633,15 @@ fn run_one(
     } else {
         size as usize
     };
-    let target_op = match buf {
-        Target::Gpu(_) => Op::RegGpuMr,
-        Target::Host(_) => Op::RegHostMr,
-    };
-    let gmr = match &dmabuf {
-        Some(d) => c.pd.reg_dmabuf_mr(offset, mr_len, gaddr, d.fd()),
-        None => c.pd.reg_mr(gaddr, mr_len, target_op),
-    };
-    let gmr = match gmr {
-        Ok(m) => m,
-        Err(e) => {
-            let title = match (&dmabuf, &buf) {
-                (Some(_), _) => "ibv_reg_dmabuf_mr on GPU memory",
-                (None, Target::Gpu(_)) => "ibv_reg_mr on GPU memory (peer-memory client)",
-                (None, Target::Host(_)) => "ibv_reg_mr on the host target buffer",
-            };
-            return (out, Some(verbs_fail("gpu_mr", title, &e)));
-        }
-    };
+    let gmr = register_target(c, &buf, dmabuf.as_ref(), offset, gaddr, mr_len)?;
     let mut src = vec![0u8; size as usize];
     let mut dst = vec![0u8; size as usize];
-    let smr = match c
-        .pd
-        .reg_mr(src.as_mut_ptr() as u64, src.len(), Op::RegHostMr)
-    {
-        Ok(m) => m,
-        Err(e) => {
-            return (
-                out,
-                Some(verbs_fail("host_mr", "ibv_reg_mr on host memory", &e)),
-            )
-        }
+    let host_mr = |b: &mut [u8]| {
+        c.pd.reg_mr(b.as_mut_ptr() as u64, b.len(), Op::RegHostMr)
+            .map_err(|e| stop("host_mr", "ibv_reg_mr on host memory", &e))
     };
-    let dmr = match c
-        .pd
-        .reg_mr(dst.as_mut_ptr() as u64, dst.len(), Op::RegHostMr)
-    {
-        Ok(m) => m,
-        Err(e) => {
-            return (
-                out,
-                Some(verbs_fail("host_mr", "ibv_reg_mr on host memory", &e)),
-            )
-        }
-    };
-    let mut flushed = false;
+    let smr = host_mr(&mut src)?;
+    let dmr = host_mr(&mut dst)?;
     // --fault bad-lkey: an lkey no MR of ours has (the key byte flipped).
     let src_lkey = if c.fault == Some(VerbsFault::BadLkey) {
         smr.lkey() ^ 0xff
@@ -533,12 +649,8 @@ fn run_one(
         smr.lkey()
     };
     if c.fault == Some(VerbsFault::QpReset) {
-        if let Err(e) = c.qp.reset() {
-            return (
-                out,
-                Some(verbs_fail("rdma_write", "QP to RESET (--fault)", &e)),
-            );
-        }
+        c.qp.reset()
+            .map_err(|e| stop("rdma_write", "QP to RESET (--fault)", &e))?;
     }
     let (write_title, read_title) = match buf {
         Target::Gpu(_) => ("RDMA WRITE host -> GPU", "RDMA READ GPU -> host"),
@@ -547,212 +659,87 @@ fn run_one(
             "RDMA READ host target -> host",
         ),
     };
+    let t = Transfer {
+        buf: &buf,
+        gaddr,
+        rkey: gmr.rkey(),
+        src_lkey,
+        dst_lkey: dmr.lkey(),
+        offset,
+        alloc,
+        write_title,
+        read_title,
+    };
+    let mut flushed = false;
     for it in 0..iterations {
         let s = seed.wrapping_add(it);
-        Pattern::Seeded(s).fill(0, &mut src);
-        dst.fill(0);
-        if let Err(e) = rdma_all(
-            c,
-            Direction::Write,
-            src.as_ptr() as u64,
-            src_lkey,
-            gaddr,
-            gmr.rkey(),
-            size,
-        ) {
-            return (out, Some(verbs_fail("rdma_write", write_title, &e)));
-        }
-        if let Err(e) = rdma_all(
-            c,
-            Direction::Read,
-            dst.as_ptr() as u64,
-            dmr.lkey(),
-            gaddr,
-            gmr.rkey(),
-            size,
-        ) {
-            return (out, Some(verbs_fail("rdma_read", read_title, &e)));
-        }
-        let read_cmp = compare(&src, &dst, KEEP);
-        if let Some(g) = &c.gpu {
-            // Make completed RDMA writes visible to the GPU's own reads.
-            if g.attrs
-                .rdma_writes_ordering
-                .is_none_or(|o| o < WRITES_ORDERING_OWNER)
-            {
-                match g.cuda.flush_rdma_writes() {
-                    Ok(f) => flushed |= f,
-                    Err(e) => {
-                        return (
-                            out,
-                            Some(cuda_fail("flush", "cuFlushGPUDirectRDMAWrites", &e)),
-                        )
-                    }
-                }
-            }
-            if let Err(e) = g.cuda.synchronize() {
-                return (out, Some(cuda_fail("gpu_copy", "cuCtxSynchronize", &e)));
-            }
-        }
-        let mut whole = vec![0u8; alloc];
-        if let Err(e) = buf.read_all(&mut whole) {
-            return (
-                out,
-                Some(cuda_fail(
-                    "gpu_copy",
-                    &format!("cuMemcpyDtoH of {}", c.target),
-                    &e,
-                )),
-            );
-        }
-        let mut expect = vec![SENTINEL; alloc];
-        expect[offset as usize..(offset + size) as usize].copy_from_slice(&src);
-        let gpu_cmp = compare(&expect, &whole, KEEP);
-        let firsts: Vec<_> = gpu_cmp
-            .first
-            .iter()
-            .map(|m| json!({"offset": m.offset as i64 - offset as i64, "expected": m.expected, "actual": m.actual}))
-            .collect();
-        out["iterations_done"] = json!(it + 1);
-        out["first_mismatches"] = json!(firsts);
-        if !gpu_cmp.ok() || !read_cmp.ok() {
-            let detail = if !gpu_cmp.ok() {
-                let m = gpu_cmp.first[0];
-                format!(
-                    "iteration {it}: {} byte(s) of {} differ, first at MR offset {} (expected 0x{:02x}, got 0x{:02x}){}",
-                    gpu_cmp.mismatched_bytes,
-                    c.target,
-                    m.offset as i64 - offset as i64,
-                    m.expected,
-                    m.actual,
-                    if m.actual == SENTINEL {
-                        format!(": the RDMA WRITE reported success but never landed in {}", c.target)
-                    } else {
-                        String::new()
-                    }
-                )
-            } else {
-                format!(
-                    "iteration {it}: RDMA READ from {} returned {} wrong byte(s)",
-                    c.target, read_cmp.mismatched_bytes
-                )
-            };
-            out["result"] = json!("fail");
-            return (
-                out,
-                Some(
-                    Check::fail("compare", "Data comparison", detail)
-                        .fix("the NIC wrote somewhere else: check the IOMMU (iommu=pt), ACS and the PCIe path with peermem-check doctor; look for DMAR faults in dmesg")
-                        .data(json!({"first_mismatches": firsts})),
-                ),
-            );
-        }
+        flushed |= iteration(c, &t, (&mut src, &mut dst), (it, s), out)?;
     }
     out["flushed"] = json!(flushed);
     out["result"] = json!("pass");
     drop((smr, dmr));
-    if let Err(e) = gmr.dereg() {
-        return (
-            out,
-            Some(verbs_fail(
-                "dereg",
-                &format!("ibv_dereg_mr on {}", c.target),
-                &e,
-            )),
-        );
-    }
-    (out, None)
+    gmr.dereg()
+        .map_err(|e| stop("dereg", &format!("ibv_dereg_mr on {}", c.target), &e))
 }
 
-/// CUDA and the GPU half: the context and the GPU's attributes, or `None`
-/// after pushing the failed check.
-fn cuda_half(a: &ValidateArgs, checks: &mut Vec<Check>) -> Option<(Context, GpuAttrs)> {
-    let ctx = match Context::new(a.gpu) {
-        Ok(c) => c,
-        Err(e) => {
-            checks.push(cuda_fail("cuda", "CUDA driver", &e));
-            return None;
-        }
-    };
-    let g = match cuda::gpu_attrs(a.gpu) {
-        Ok(g) => g,
-        Err(e) => {
-            checks.push(cuda_fail("cuda", "CUDA driver", &e));
-            return None;
-        }
-    };
+/// CUDA and the GPU half: the context and the GPU's attributes.
+fn cuda_half(a: &ValidateArgs, checks: &mut Vec<Check>) -> Result<(Context, GpuAttrs), Stop> {
+    let ctx = Context::new(a.hw.gpu).map_err(|e| stop("cuda", "CUDA driver", &e))?;
+    let g = cuda::gpu_attrs(a.hw.gpu).map_err(|e| stop("cuda", "CUDA driver", &e))?;
     let line = gpu_line(&g, cuda::driver_version().ok());
     if g.gpudirect_rdma_supported == Some(false) {
-        checks.push(
-            Check::fail("cuda", "CUDA driver", line)
-                .fix("this GPU cannot do GPUDirect RDMA (consumer or unsupported GPU)"),
-        );
-        return None;
+        return Err(Box::new(Check::fail("cuda", "CUDA driver", line).fix(
+            "this GPU cannot do GPUDirect RDMA (consumer or unsupported GPU)",
+        )));
     }
     checks.push(
         Check::pass("cuda", "CUDA driver", line).data(serde_json::to_value(&g).unwrap_or_default()),
     );
-    if !gpu_half(&ctx, a, &g, checks) {
-        return None;
-    }
-    Some((ctx, g))
+    gpu_half(&ctx, a, &g, checks)?;
+    Ok((ctx, g))
 }
 
-pub fn run(a: &ValidateArgs) -> Outcome {
-    let seed = a.seed.unwrap_or_else(|| {
+/// The seed of the run's patterns: `--seed`, else from the clock.
+fn seed_of(a: &ValidateArgs) -> u64 {
+    a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1)
-    });
-    let mut o = Outcome {
-        command: "validate",
-        backend: Backend::Real,
-        checks: Vec::new(),
-        extra: json!({"seed": seed}),
-        notes: vec![format!("seed {seed} (replay with --seed {seed})")],
-    };
-    if a.sizes.contains(&0) {
-        o.checks.push(
-            Check::fail("arguments", "Arguments", "--size 0: nothing to register")
-                .fix("use a size of at least 1 byte"),
-        );
-        return o;
+    })
+}
+
+/// The target memory: CUDA and the GPU half, or with `--memory host` none
+/// (and no dma-buf path, which needs GPU memory to export).
+fn target_memory(
+    a: &ValidateArgs,
+    checks: &mut Vec<Check>,
+) -> Result<Option<(Context, GpuAttrs)>, Stop> {
+    if a.memory == Memory::Gpu {
+        return cuda_half(a, checks).map(Some);
     }
-    // 1-2. CUDA and the GPU half (not with --memory host).
-    let cuda_side = if a.memory == Memory::Gpu {
-        match cuda_half(a, &mut o.checks) {
-            Some(x) => Some(x),
-            None => return o,
-        }
-    } else {
-        o.checks.push(Check::pass(
-            "memory",
-            "Target memory",
-            "page-aligned host memory (--memory host): the verbs flow alone, no GPU or libcuda",
+    checks.push(Check::pass(
+        "memory",
+        "Target memory",
+        "page-aligned host memory (--memory host): the verbs flow alone, no GPU or libcuda",
+    ));
+    if a.path == RegPath::Dmabuf {
+        return Err(Box::new(
+            Check::fail(
+                "dmabuf_path",
+                "dma-buf path (ibv_reg_dmabuf_mr)",
+                "the dma-buf path needs GPU memory to export; --memory host has none",
+            )
+            .fix("use --path peermem with --memory host, or --memory gpu"),
         ));
-        if a.path == RegPath::Dmabuf {
-            o.checks.push(
-                Check::fail(
-                    "dmabuf_path",
-                    "dma-buf path (ibv_reg_dmabuf_mr)",
-                    "the dma-buf path needs GPU memory to export; --memory host has none",
-                )
-                .fix("use --path peermem with --memory host, or --memory gpu"),
-            );
-            return o;
-        }
-        None
-    };
-    // 3. Verbs.
-    let v = match Verbs::load() {
-        Ok(v) => v,
-        Err(e) => {
-            o.checks.push(verbs_fail("verbs", "libibverbs", &e));
-            return o;
-        }
-    };
-    o.checks.push(Check::pass(
+    }
+    Ok(None)
+}
+
+/// libibverbs, loaded.
+fn load_verbs(checks: &mut Vec<Check>) -> Result<Verbs, Stop> {
+    let v = Verbs::load().map_err(|e| stop("verbs", "libibverbs", &e))?;
+    checks.push(Check::pass(
         "verbs",
         "libibverbs",
         format!(
@@ -764,114 +751,179 @@ pub fn run(a: &ValidateArgs) -> Outcome {
             }
         ),
     ));
-    let gpu_bdf = cuda_side.as_ref().map(|(_, g)| g.pci_bus_id.clone());
-    let (device, choice) = choose_device(a.device.as_deref(), gpu_bdf.as_deref());
-    o.checks.push(choice);
-    let dev = match v.open(device.as_deref()) {
-        Ok(d) => d,
-        Err(e) => {
-            o.checks.push(verbs_fail("rdma_device", "RDMA device", &e));
-            return o;
-        }
-    };
-    let (l, how) = match loopback(&dev, a.port, a.gid_index) {
-        Ok(x) => x,
-        Err(e) => {
-            o.checks.push(verbs_fail("rdma_device", "RDMA device", &e));
-            return o;
-        }
-    };
-    let max_wr = dev
-        .query_port(a.port)
+    Ok(v)
+}
+
+/// The largest RDMA message to post on `port`.
+fn max_message(dev: &Device, port: u8) -> u64 {
+    dev.query_port(port)
         .map(|p| u64::from(p.max_msg_sz).clamp(4096, MAX_WR))
-        .unwrap_or(MAX_WR);
-    let pd = match dev.alloc_pd() {
-        Ok(p) => p,
-        Err(e) => {
-            o.checks.push(verbs_fail("rdma_device", "RDMA device", &e));
-            return o;
-        }
-    };
-    let cq = match dev.create_cq(32) {
-        Ok(c) => c,
-        Err(e) => {
-            o.checks.push(verbs_fail("rdma_device", "RDMA device", &e));
-            return o;
-        }
-    };
-    let qp = match pd.create_rc_qp(&cq) {
-        Ok(q) => q,
-        Err(e) => {
-            o.checks.push(verbs_fail("rdma_device", "RDMA device", &e));
-            return o;
-        }
-    };
-    if let Err(e) = qp.connect_loopback(&l) {
-        o.checks
-            .push(verbs_fail("loopback", "Loopback RC queue pair", &e));
-        return o;
-    }
-    o.checks.push(Check::pass(
+        .unwrap_or(MAX_WR)
+}
+
+/// Connects `qp` to itself as `l` says (`how`: the same in words).
+fn connect(qp: &Qp, l: &Loopback, how: &str, checks: &mut Vec<Check>) -> Result<(), Stop> {
+    qp.connect_loopback(l)
+        .map_err(|e| stop("loopback", "Loopback RC queue pair", &e))?;
+    checks.push(Check::pass(
         "loopback",
         "Loopback RC queue pair",
         format!("QP {} connected to itself on {how}", qp.qp_num()),
     ));
-    // --fault hold: the run stops here, the QP ready, until the test bed
-    // has done something to the device (removed it) and lets it go on.
-    if a.fault == Some(VerbsFault::Hold) {
-        match hold(&a.hold_file, qp.qp_num()) {
-            Ok(held) => o.checks.push(Check::pass(
-                "hold",
-                "Held with the QP ready (--fault hold)",
-                format!("{} removed after {held:.1?}", a.hold_file.display()),
-            )),
-            Err(why) => {
-                o.checks.push(
-                    Check::fail("hold", "Held with the QP ready (--fault hold)", why).fix(
-                        "whoever runs --fault hold removes the hold file to let the run go on",
-                    ),
-                );
-                return o;
-            }
-        }
+    Ok(())
+}
+
+/// `--fault hold`: the run stops here, the QP ready, until the test bed
+/// has done something to the device (removed it) and lets it go on.
+fn hold_if_asked(a: &ValidateArgs, qp: &Qp, checks: &mut Vec<Check>) -> Result<(), Stop> {
+    if a.fault != Some(VerbsFault::Hold) {
+        return Ok(());
     }
-    if let Err(e) = dev.check_alive() {
-        o.checks.push(device_gone(&e));
-        return o;
-    }
-    // 4. The registration paths that can run here. A dma-buf path that
-    // cannot is skipped with its reason, or fails when it was asked for.
+    const TITLE: &str = "Held with the QP ready (--fault hold)";
+    let held = hold(&a.hold_file, qp.qp_num()).map_err(|why| {
+        Box::new(
+            Check::fail("hold", TITLE, why.to_string())
+                .fix("whoever runs --fault hold removes the hold file to let the run go on"),
+        )
+    })?;
+    checks.push(Check::pass(
+        "hold",
+        TITLE,
+        format!("{} removed after {held:.1?}", a.hold_file.display()),
+    ));
+    Ok(())
+}
+
+/// The registration paths that can run here. A dma-buf path that cannot
+/// is skipped with its reason, or fails when it was asked for.
+fn paths_to_run(
+    a: &ValidateArgs,
+    gpu: Option<&GpuAttrs>,
+    pd: &Pd,
+    dev: &Device,
+    checks: &mut Vec<Check>,
+) -> Result<Vec<RegPath>, Stop> {
     let gap = if a.path == RegPath::Peermem {
         None
     } else {
-        dmabuf_gap(
-            a.memory,
-            cuda_side.as_ref().map(|(_, g)| g),
-            pd.dmabuf_support(),
-            &dev.name,
-        )
+        dmabuf_gap(a.memory, gpu, pd.dmabuf_support(), &dev.name)
     };
-    let paths: Vec<RegPath> = match (a.path, &gap) {
-        (RegPath::Peermem, _) => vec![RegPath::Peermem],
-        (RegPath::Dmabuf, None) => vec![RegPath::Dmabuf],
-        (RegPath::Dmabuf, Some(why)) => {
-            o.checks.push(
-                Check::fail("dmabuf_path", DMABUF_TITLE, why.clone())
-                    .fix(DMABUF_GAP_FIX)
-                    .data(json!({"path": "dmabuf", "supported": false})),
-            );
-            return o;
-        }
-        (RegPath::Both, None) => vec![RegPath::Peermem, RegPath::Dmabuf],
+    let gap_check = |c: Check| {
+        c.fix(DMABUF_GAP_FIX)
+            .data(json!({"path": "dmabuf", "supported": false}))
+    };
+    match (a.path, &gap) {
+        (RegPath::Peermem, _) => Ok(vec![RegPath::Peermem]),
+        (RegPath::Dmabuf, None) => Ok(vec![RegPath::Dmabuf]),
+        (RegPath::Dmabuf, Some(why)) => Err(Box::new(gap_check(Check::fail(
+            "dmabuf_path",
+            DMABUF_TITLE,
+            why.clone(),
+        )))),
+        (RegPath::Both, None) => Ok(vec![RegPath::Peermem, RegPath::Dmabuf]),
         (RegPath::Both, Some(why)) => {
-            o.checks.push(
-                Check::skip("dmabuf_path", DMABUF_TITLE, why.clone())
-                    .fix(DMABUF_GAP_FIX)
-                    .data(json!({"path": "dmabuf", "supported": false})),
-            );
-            vec![RegPath::Peermem]
+            checks.push(gap_check(Check::skip(
+                "dmabuf_path",
+                DMABUF_TITLE,
+                why.clone(),
+            )));
+            Ok(vec![RegPath::Peermem])
         }
+    }
+}
+
+/// The passed check of a registration path all of whose runs passed.
+fn path_passed(a: &ValidateArgs, path: RegPath, ok: usize) -> Check {
+    let name = match (path, a.memory) {
+        (RegPath::Dmabuf, _) => "dma-buf path (ibv_reg_dmabuf_mr)",
+        (_, Memory::Host) => "host-memory path (ibv_reg_mr)",
+        _ => "peer-memory path (ibv_reg_mr)",
     };
+    let landed = if a.memory == Memory::Host {
+        "RDMA WRITE landed in the host target buffer, RDMA READ matched, sentinel intact"
+    } else {
+        "RDMA WRITE landed in GPU memory, RDMA READ and cuMemcpyDtoH matched, sentinel intact"
+    };
+    Check::pass(
+        if path == RegPath::Dmabuf {
+            "dmabuf_path"
+        } else {
+            "peermem_path"
+        },
+        name,
+        format!(
+            "{ok} size/offset combination(s) x {} iteration(s): {landed}",
+            a.iterations
+        ),
+    )
+}
+
+/// Every size and offset on every path in `paths`, each run recorded in
+/// `runs`. A device that goes away during the transfers is named (a fatal
+/// async event, or unregistered), and the run ends there.
+fn run_paths(
+    a: &ValidateArgs,
+    (c, dev): (&Ctx, &Device),
+    paths: &[RegPath],
+    (seed, runs): (u64, &mut Vec<serde_json::Value>),
+    checks: &mut Vec<Check>,
+) -> Result<(), Stop> {
+    for &path in paths {
+        let mut ok = 0;
+        let mut failed = false;
+        for &size in &a.sizes {
+            for &off in &a.offsets {
+                let run_seed = seed.wrapping_add(runs.len() as u64 * 1000);
+                let (j, chk) = run_one(c, path, size, off, a.iterations, run_seed);
+                runs.push(j);
+                match chk {
+                    Some(ch) => {
+                        checks.push(ch);
+                        failed = true;
+                    }
+                    None => ok += 1,
+                }
+                dev.check_alive().map_err(|e| Box::new(device_gone(&e)))?;
+            }
+        }
+        if !failed {
+            checks.push(path_passed(a, path, ok));
+        }
+    }
+    Ok(())
+}
+
+/// Everything of `run` after the seed, in order; stops at the first step
+/// that fails. `runs` is set when the transfers begin, and holds those done.
+fn steps(
+    a: &ValidateArgs,
+    seed: u64,
+    checks: &mut Vec<Check>,
+    runs: &mut Option<Vec<serde_json::Value>>,
+) -> Result<(), Stop> {
+    if a.sizes.contains(&0) {
+        return Err(Box::new(
+            Check::fail("arguments", "Arguments", "--size 0: nothing to register")
+                .fix("use a size of at least 1 byte"),
+        ));
+    }
+    let cuda_side = target_memory(a, checks)?;
+    let gpu_attrs = cuda_side.as_ref().map(|(_, g)| g);
+    let v = load_verbs(checks)?;
+    let gpu_bdf = gpu_attrs.map(|g| g.pci_bus_id.as_str());
+    let (device, choice) = choose_device(a.hw.device.as_deref(), gpu_bdf);
+    checks.push(choice);
+    let rdma_device = |e: VerbsError| stop("rdma_device", "RDMA device", &e);
+    let dev = v.open(device.as_deref()).map_err(rdma_device)?;
+    let (l, how) = loopback(&dev, a.hw.port, a.hw.gid_index).map_err(rdma_device)?;
+    let max_wr = max_message(&dev, a.hw.port);
+    let pd = dev.alloc_pd().map_err(rdma_device)?;
+    let cq = dev.create_cq(32).map_err(rdma_device)?;
+    let qp = pd.create_rc_qp(&cq).map_err(rdma_device)?;
+    connect(&qp, &l, &how, checks)?;
+    hold_if_asked(a, &qp, checks)?;
+    dev.check_alive().map_err(|e| Box::new(device_gone(&e)))?;
+    let paths = paths_to_run(a, gpu_attrs, &pd, &dev, checks)?;
     let c = Ctx {
         gpu: cuda_side.as_ref().map(|(ctx, g)| Gpu {
             cuda: ctx,
@@ -887,63 +939,28 @@ pub fn run(a: &ValidateArgs) -> Outcome {
         max_wr,
         fault: a.fault,
     };
-    let mut runs = Vec::new();
-    for &path in &paths {
-        let mut ok = 0;
-        let mut failed = false;
-        for &size in &a.sizes {
-            for &off in &a.offsets {
-                let (j, chk) = run_one(
-                    &c,
-                    path,
-                    size,
-                    off,
-                    a.iterations,
-                    seed.wrapping_add(runs.len() as u64 * 1000),
-                );
-                runs.push(j);
-                match chk {
-                    Some(ch) => {
-                        o.checks.push(ch);
-                        failed = true;
-                    }
-                    None => ok += 1,
-                }
-                // A device that went away during the transfers is named
-                // (a fatal async event, or unregistered), and the run ends.
-                if let Err(e) = dev.check_alive() {
-                    o.checks.push(device_gone(&e));
-                    o.extra = json!({"seed": seed, "runs": runs});
-                    return o;
-                }
-            }
-        }
-        if !failed {
-            let name = match (path, a.memory) {
-                (RegPath::Dmabuf, _) => "dma-buf path (ibv_reg_dmabuf_mr)",
-                (_, Memory::Host) => "host-memory path (ibv_reg_mr)",
-                _ => "peer-memory path (ibv_reg_mr)",
-            };
-            let landed = if a.memory == Memory::Host {
-                "RDMA WRITE landed in the host target buffer, RDMA READ matched, sentinel intact"
-            } else {
-                "RDMA WRITE landed in GPU memory, RDMA READ and cuMemcpyDtoH matched, sentinel intact"
-            };
-            o.checks.push(Check::pass(
-                if path == RegPath::Dmabuf {
-                    "dmabuf_path"
-                } else {
-                    "peermem_path"
-                },
-                name,
-                format!(
-                    "{ok} size/offset combination(s) x {} iteration(s): {landed}",
-                    a.iterations
-                ),
-            ));
-        }
+    let runs = runs.insert(Vec::new());
+    run_paths(a, (&c, &dev), &paths, (seed, runs), checks)
+}
+
+pub fn run(a: &ValidateArgs) -> Outcome {
+    let seed = seed_of(a);
+    let mut o = Outcome {
+        command: "validate",
+        backend: Backend::Real,
+        checks: Vec::new(),
+        extra: json!({"seed": seed}),
+        notes: vec![format!("seed {seed} (replay with --seed {seed})")],
+    };
+    let mut runs = None;
+    if let Err(failed) = steps(a, seed, &mut o.checks, &mut runs) {
+        o.checks.push(*failed);
     }
-    o.extra = json!({"seed": seed, "runs": runs});
+    // The runs are reported once the transfers began, even when one of
+    // them ended the run.
+    if let Some(runs) = runs {
+        o.extra = json!({"seed": seed, "runs": runs});
+    }
     o
 }
 
@@ -980,7 +997,7 @@ mod tests {
             assert!(held < HOLD_LIMIT);
         }
         let e = hold(&dir.path().join("no/such/dir"), 7).unwrap_err();
-        assert!(e.contains("cannot create the hold file"), "{e}");
+        assert!(e.to_string().contains("cannot create the hold file"), "{e}");
     }
 
     #[test]

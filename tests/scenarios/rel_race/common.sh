@@ -1,0 +1,94 @@
+# shellcheck shell=sh disable=SC2034,SC2154 # variables shared with rel_race.sh
+# Helpers of the rel_race windows, sourced by rel_race.sh once the stack is
+# up: steps run in the background, a registration the invalidating client
+# must take, a round whose window was missed, and the waits and checks
+# several families of windows share.
+# bg_run VAR CMD...: runs CMD in the background, output to /tmp/bg.$VAR.
+bg_run() {
+	_v=$1
+	shift
+	("$@" >/tmp/bg.$_v 2>&1; echo "rc=$?" >>/tmp/bg.$_v) &
+	eval "pid_$_v=$!"
+}
+
+bg_rc() {
+	sed -n 's/^rc=//p' /tmp/bg.$1 | tail -n 1
+}
+
+# no_cleared_client_read: fails where a real core from MLNX_OFED 5.4-3 on
+# would dereference NULL: an invalidation that reached the MR after the
+# client's release returned (the simulator says so in the log).
+no_cleared_client_read() {
+	if _after "$REL_START" | grep -q "invalidation after the MR's release"; then
+		fail "an invalidation reached the MR after its release: a NULL dereference in a real core (MLNX_OFED 5.4-3 and later)" $(figures)
+	fi
+}
+
+# release_waits: the client under test does not return from release while
+# a free callback of the same registration is inside the core's invalidate
+# (nvidia_peermem_rs with the extended ABI).
+release_waits() {
+	[ "$client" = rs ] && [ "$pds" = 0 ]
+}
+
+# release_waited: how many releases of our module have waited so.
+release_waited() {
+	sed -n 's/^release_waited_for_invalidation //p' /sys/kernel/debug/$REL_MOD/stats
+}
+
+# alloc_reg SIZE OFFSET LEN: sets va, mr. With persistent_api_support=0 the
+# invalidating nv_mem client must take the MR (else no free callback is ever
+# raced).
+alloc_reg() {
+	_o=$(st gpu-alloc "$1") || fail "gpu-alloc: $_o" $(figures)
+	va=$(sval va "$_o")
+	_o=$(st mr-reg $((va + $2)) "$3") || fail "mr-reg: $_o" $(figures)
+	mr=$(sval mr "$_o")
+	[ "$pers" = 1 ] || [ "$(sval client "$_o")" = nv_mem ] ||
+		fail "the MR went to $(sval client "$_o"), not the invalidating nv_mem" $(figures)
+	REL_OPS=$((REL_OPS + 2))
+}
+
+# finish_round VA [MR]: whatever survived the race is torn down normally.
+finish_round() {
+	if [ -n "$2" ] && st mr-query "$2" >/dev/null 2>&1; then
+		st mr-dereg "$2" >/dev/null || fail "dereg after the race failed" $(figures)
+	fi
+	st gpu-free "$1" >/dev/null 2>&1
+	REL_OPS=$((REL_OPS + 2))
+	_lc=$(st leak-check) || fail "round left something behind: $_lc" $(figures)
+}
+
+# missed_round WINDOW: a round whose window counter did not move tested
+# nothing: it is run again, its delay twice as long (a loaded host can be
+# slower to start the other side than the window lasts); four such rounds
+# in a row fail the scenario.
+missed=0
+missed_round() {
+	missed=$((missed + 1))
+	retried=$((retried + 1))
+	log "round $i: the window $1 was not reached ($missed in a row)"
+	[ $missed -lt 4 ] ||
+		fail "the window $1 was not reached in $missed tries in a row: the race was never run" $(figures)
+}
+retried=0
+
+rmmod_refused() {
+	mark
+	if rmmod $REL_MOD 2>/tmp/rmmod.err; then
+		fail "rmmod succeeded $1" $(figures)
+	fi
+	loaded $REL_MOD || fail "module gone after a refused rmmod $1" $(figures)
+	log "rmmod refused $1: $(cat /tmp/rmmod.err)"
+	REL_RACES=$((REL_RACES + 1))
+}
+
+# wait_delay D0: until a delay point was entered since the counter was D0.
+wait_delay() {
+	_w=0
+	while [ "$(ctr delays_taken)" = "$1" ] && [ $_w -lt 150 ]; do
+		usleep 20000
+		_w=$((_w + 1))
+	done
+	[ "$(ctr delays_taken)" != "$1" ] || fail "the delay point was never reached" $(figures)
+}

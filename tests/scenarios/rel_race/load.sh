@@ -1,0 +1,112 @@
+# shellcheck shell=sh disable=SC2034,SC2154 # variables shared with rel_race.sh
+# rel_race windows: a load failing while a registration of the client is
+# still alive.
+# Sourced by rel_race.sh (after rel_race/common.sh) for window=W:
+#   load_fails_live    a load failing after nv_mem registered
+#       (the core refuses nv_mem_nc) while a registration of nv_mem is still
+#       alive though the core released it: its deregistration could not
+#       unpin (put_pages fails at put_pages and at release's retry), so the
+#       driver still holds its free callback. init must not return before
+#       that registration is gone (the module text would go under the
+#       callback); the cudaFree that ends it runs while init waits. Our
+#       module with persistent_api_support=0 only.
+#       variant=invalidating: the load fails while a free callback is on
+#       its way into the core's invalidate ("core_invalidate_entry", before
+#       the core looks at the client's handle) and the MR is deregistered
+#       meanwhile: init must not unregister the client (the core frees its
+#       handle then) before that callback has returned from the core.
+
+# load_failing_with_mr MS: reloads the module so that its load fails after
+# nv_mem registered: nv_mem is listed and returns 4 s later, then
+# nv_mem_nc's registration waits MS ms before the core refuses it (the
+# second registration call), the load running in the background
+# ($pid_load). Meanwhile registers an MR of 128 KiB, which nv_mem takes
+# ($va, $mr). (1 s was too short under TCG to arm the second delay in
+# time.)
+load_failing_with_mr() {
+	rmmod $REL_MOD || fail "rmmod of an idle module failed" $(figures)
+	_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+	va=$(sval va "$_o")
+	mark
+	st fault register_client 2 ENOMEM >/dev/null
+	d0=$(ctr delays_taken)
+	st delay register_client_done 4000 1 >/dev/null
+	# shellcheck disable=SC2046
+	bg_run load modload $REL_MOD $(client_params)
+	wait_delay "$d0"
+	d0=$(ctr delays_taken)
+	st delay register_client "$1" 1 >/dev/null
+	wait_delay "$d0"
+	_o=$(st mr-reg "$va" 128K) || fail "mr-reg while the load runs: $_o" $(figures)
+	mr=$(sval mr "$_o")
+	[ "$(sval client "$_o")" = nv_mem ] ||
+		fail "the MR went to $(sval client "$_o"), not nv_mem" $(figures)
+}
+
+# load_fails_invalidating: load_fails_live's variant=invalidating.
+load_fails_invalidating() {
+	load_failing_with_mr 10000
+	# the cudaFree's callback sleeps on its way into the core's invalidate
+	# until well after init failed; the MR goes meanwhile
+	d0=$(ctr delays_taken)
+	st delay core_invalidate_entry 14000 1 >/dev/null
+	bg_run free st gpu-free "$va"
+	wait_delay "$d0"
+	st mr-dereg "$mr" >/dev/null || fail "dereg failed" $(figures)
+	wait "$pid_load"
+	[ "$(bg_rc load)" != 0 ] ||
+		fail "the load succeeded with nv_mem_nc refused by the core" $(figures)
+	wait "$pid_free"
+	[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
+	loaded $REL_MOD && fail "the module stayed loaded after a failed init" $(figures)
+	! since_mark_has "invalidate: unknown registration handle" ||
+		fail "the free callback called the core's invalidate with a client handle unregistered under it" $(figures)
+	since_mark_has "the load failed \(.*\): waiting for 1 registrations" ||
+		fail "init did not wait for the registration whose callback was in the core" $(figures)
+	st fault-clear >/dev/null
+	st delay "" 0 >/dev/null
+	# shellcheck disable=SC2046
+	load $REL_MOD $(client_params)
+	_lc=$(st leak-check) || fail "load_fails_invalidating left something behind: $_lc" $(figures)
+	REL_RACES=$((REL_RACES + 1))
+	REL_OPS=$((REL_OPS + 6))
+}
+
+# load_fails_live: see the header.
+load_fails_live() {
+	[ "$pers" = 0 ] && [ "$client" = rs ] || fail "load_fails_live needs persistent_api_support=0 and our module"
+	if [ "$variant" = invalidating ]; then
+		load_fails_invalidating
+		return
+	fi
+	i=0
+	while [ $i -lt "$rounds" ]; do
+		load_failing_with_mr 6000
+		# both unpins fail: the core releases, the pin stays
+		st fault put_pages 1 EIO 2 >/dev/null
+		st mr-dereg "$mr" >/dev/null || fail "dereg failed" $(figures)
+		# init fails now: it must wait for the registration left pinned
+		n=0
+		while kill -0 "$pid_load" 2>/dev/null &&
+			! since_mark_has "the load failed \(.*\): waiting for" && [ $n -lt 300 ]; do
+			usleep 50000
+			n=$((n + 1))
+		done
+		# the callback runs in our module: loaded, or freed under it
+		st gpu-free "$va" >/dev/null || fail "cudaFree failed" $(figures)
+		wait "$pid_load"
+		[ "$(bg_rc load)" != 0 ] ||
+			fail "the load succeeded with nv_mem_nc refused by the core" $(figures)
+		loaded $REL_MOD && fail "the module stayed loaded after a failed init" $(figures)
+		since_mark_has "the load failed \(.*\): waiting for 1 registrations" ||
+			fail "round $i: init returned while a registration was alive" $(figures)
+		st fault-clear >/dev/null
+		st delay "" 0 >/dev/null
+		# shellcheck disable=SC2046
+		load $REL_MOD $(client_params)
+		_lc=$(st leak-check) || fail "round $i left something behind: $_lc" $(figures)
+		REL_RACES=$((REL_RACES + 1))
+		REL_OPS=$((REL_OPS + 6))
+		i=$((i + 1))
+	done
+}

@@ -1,0 +1,143 @@
+# shellcheck shell=sh disable=SC2034,SC2154 # variables shared with rel_race.sh
+# rel_race windows: rmmod while registrations are live, in flight, or on
+# their way into the client.
+# Sourced by rel_race.sh (after rel_race/common.sh) for window=W:
+#   rmmod_during_reg   rmmod of our module while registrations are live and
+#       while one is in flight; then a registration loop racing rmmod.
+#   acquire_while_going  the core holds a registration right before
+#       asking nv_mem while rmmod wins; the acquires (nv_mem, then nv_mem_nc)
+#       run while the module is going and must take and put no reference.
+#       variant=unuse also holds the client's last user between its
+#       decrement and its wake-up of the waiting unregistration (the
+#       simulated core freed the client under that wake-up: found by the
+#       soak, fixed as the real core does it, with a completion).
+
+rmmod_during_reg() {
+	# 1. live registrations hold the module
+	alloc_reg 128K 0 128K
+	r=$(refcnt)
+	[ "$r" -gt "$REL_IDLE_REF" ] || fail "a live registration takes no module reference (refcnt $r)" $(figures)
+	rmmod_refused "with a live registration"
+	# 2. a registration in flight (sleeping before get_pages) holds it too
+	_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+	va2=$(sval va "$_o")
+	d0=$(ctr delays_taken)
+	st delay get_pages 2000 1 >/dev/null
+	bg_run reg st mr-reg "$va2" 128K
+	await_delay "$d0" || fail "the registration never reached the get_pages window" $(figures)
+	rmmod_refused "with a registration in flight"
+	wait "$pid_reg"
+	[ "$(bg_rc reg)" = 0 ] || fail "the in-flight registration failed: $(cat /tmp/bg.reg)" $(figures)
+	mr2=$(sval mr "$(cat /tmp/bg.reg)")
+	st mr-dereg "$mr2" >/dev/null || fail "dereg" $(figures)
+	st gpu-free "$va2" >/dev/null
+	st mr-dereg "$mr" >/dev/null || fail "dereg" $(figures)
+	st gpu-free "$va" >/dev/null
+	REL_OPS=$((REL_OPS + 6))
+	settle_idle
+	# 3. idle: rmmod works, and the module loads again
+	rmmod $REL_MOD || fail "rmmod of an idle module failed" $(figures)
+	# shellcheck disable=SC2046
+	load $REL_MOD $(client_params)
+	# 4. a registration loop racing rmmod attempts: each rmmod either is
+	# refused or wins; registrations after a win fail cleanly (EFAULT: no
+	# client claims the range); the module is reloaded and the loop goes on.
+	i=0
+	wins=0
+	while [ $i -lt "$rounds" ]; do
+		_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+		va=$(sval va "$_o")
+		(
+			n=0
+			while [ $n -lt 15 ]; do
+				o=$(st mr-reg "$va" 128K) && st mr-dereg "$(sval mr "$o")" >/dev/null
+				n=$((n + 1))
+			done
+		) >/dev/null 2>&1 &
+		loop=$!
+		tries=0
+		while kill -0 $loop 2>/dev/null; do
+			tries=$((tries + 1))
+			REL_RACES=$((REL_RACES + 1))
+			if rmmod $REL_MOD 2>/dev/null; then
+				wins=$((wins + 1))
+				# shellcheck disable=SC2046
+				load $REL_MOD $(client_params)
+			fi
+			usleep 20000
+		done
+		wait $loop
+		REL_OPS=$((REL_OPS + 30 + tries))
+		st gpu-free "$va" >/dev/null
+		loaded $REL_MOD || load $REL_MOD $(client_params)
+		_lc=$(st leak-check) || fail "rmmod race round $i left something behind: $_lc" $(figures)
+		i=$((i + 1))
+	done
+	EXTRA="rmmod_won=$wins"
+}
+
+# acquire_while_going: the exact interleaving of issue 11. An MR
+# registration is held in the core right before it asks nv_mem (no module
+# reference taken yet), rmmod wins meanwhile; nv_mem's acquire then runs
+# while the module is going, the core moves on to nv_mem_nc (not yet
+# unregistering) and its acquire runs too, while the module's exit waits
+# for it. Both must decline cleanly (no module reference taken or put), the
+# registration fail, the unload finish; repeated with the module reloaded.
+acquire_while_going() {
+	i=0
+	while [ $i -lt "$rounds" ]; do
+		_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+		va=$(sval va "$_o")
+		mark
+		d0=$(ctr delays_taken)
+		st delay acquire 1500 1 >/dev/null
+		# variant=unuse: the last user of the client (in the old core,
+		# this acquire) also sleeps between its decrement and its wake-up
+		# of the unregistration (the soak's KASAN use-after-free).
+		[ "$variant" != unuse ] || st delay client_unuse 1500 1 >/dev/null
+		bg_run reg st mr-reg "$va" 128K
+		# rmmod once the registration sleeps in the window (not before)
+		w=0
+		while [ "$(ctr delays_taken)" = "$d0" ] && [ $w -lt 100 ]; do
+			usleep 20000
+			w=$((w + 1))
+		done
+		# rmmod with a bounded wait: a client that accepts the acquire
+		# of a going module (a module reference taken with no check)
+		# has the registration complete, and the unload then waits in
+		# the core's unregistration for an MR nobody will deregister
+		bg_run rmmod rmmod $REL_MOD
+		w=0
+		while kill -0 "$pid_rmmod" 2>/dev/null && [ $w -lt 150 ]; do
+			usleep 100000
+			w=$((w + 1))
+		done
+		if kill -0 "$pid_rmmod" 2>/dev/null; then
+			wait "$pid_reg"
+			# free the unload: deregister what the going module took
+			out=$(cat /tmp/bg.reg)
+			[ "$(bg_rc reg)" = 0 ] && st mr-dereg "$(sval mr "$out")" >/dev/null
+			wait "$pid_rmmod"
+			fail "round $i: rmmod hung 15 s in the core's unregistration: the going module accepted the acquire and the registration went on ($(echo "$out" | head -n 1))" $(figures)
+		fi
+		[ "$(bg_rc rmmod)" = 0 ] || fail "rmmod of a module with no registration failed: $(cat /tmp/bg.rmmod)" $(figures)
+		wait "$pid_reg"
+		[ "$(bg_rc reg)" != 0 ] || fail "a registration succeeded on an unloaded client: $(cat /tmp/bg.reg)" $(figures)
+		# The window was reached: the core's unregistration of nv_mem
+		# waited for the acquire we held (for the client-list mutex the
+		# acquires run under, as in the real core; or, if it got there
+		# before the acquire took it, for the registration in flight).
+		since_mark_has "unregister: waiting for the client list|unregister nv_mem: waiting for 1 registrations" ||
+			fail "round $i: the acquire was not in flight during the unload" $(figures)
+		if [ "$variant" = unuse ] && [ $(($(ctr delays_taken) - d0)) -lt 2 ]; then
+			fail "round $i: the last user's wake-up window (client_unuse) was not reached" $(figures)
+		fi
+		REL_RACES=$((REL_RACES + 1))
+		REL_OPS=$((REL_OPS + 3))
+		st delay "" 0 >/dev/null
+		st gpu-free "$va" >/dev/null
+		# shellcheck disable=SC2046
+		load $REL_MOD $(client_params)
+		i=$((i + 1))
+	done
+}
