@@ -25,6 +25,15 @@
 #   BENCH_CLOCK=icount      (default) QEMU -icount shift=0,sleep=off: guest
 #                           time = 1 ns per emulated instruction, immune to
 #                           the host's load; wall: plain TCG, host time
+#   BENCH_COST=v100         (default) the simulated provider charges the
+#                           driver's own pin, unpin and DMA map costs
+#                           (tests/fixtures/README.md); off: only the
+#                           fixture's code (the figures before the model)
+#   PEERMEM_NVIDIA_SRC=DIR  also NVIDIA's nvidia-peermem of a 560+ release
+#                           from a checkout of NVIDIA/open-gpu-kernel-modules
+#                           (its top or kernel-open/ directory), unmodified;
+#                           its client `nvidia` then runs in both modes
+#                           (tests/nvidia/build-nvidia-peermem.sh)
 #   BENCH_PARALLEL=1        (default) both kernels' VMs at once (under icount
 #                           the figures do not depend on it); 0: one by one
 #   BENCH_BUILD_ONLY=1      build only, print the kernel tree (KDIR) and exit
@@ -52,6 +61,15 @@ quick) suite_default=tests/bench/bench-quick.suite ;;
 	;;
 esac
 suite=${BENCH_SUITE:-$suite_default}
+cost=${BENCH_COST:-v100}
+case $cost in
+v100 | off) ;;
+*)
+	echo "run-bench: BENCH_COST must be v100 or off" >&2
+	exit 2
+	;;
+esac
+export PEERMEM_PROVIDER_COST=$cost
 clock=${BENCH_CLOCK:-icount}
 case $clock in
 icount) qemu_extra="-icount shift=0,sleep=off" ;;
@@ -200,9 +218,9 @@ run_vm() {
 	debug_opts=$(grep -E '^CONFIG_(KASAN|PROVE_LOCKING|DEBUG_SPINLOCK|DMA_API_DEBUG|DEBUG_KMEMLEAK|FAILSLAB|DEBUG_LIST|DETECT_HUNG_TASK)=y' \
 		"$kdir/.config" | sed 's/^CONFIG_//; s/=y//' | tr '\n' ' ' | sed 's/ $//' || true)
 	{
-		printf '{"date":"%s","git":"%s","profile":"%s","suite":"%s","clock":"%s",' \
+		printf '{"date":"%s","git":"%s","profile":"%s","suite":"%s","clock":"%s","provider_cost":"%s",' \
 			"$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
-			"$profile" "$name" "$clock"
+			"$profile" "$name" "$clock" "$cost"
 		printf '"host_cpus":%s,"host_load_before":"%s","host_load_after":"%s","qemu":"%s",' \
 			"$(nproc)" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" \
 			"$(qemu-system-x86_64 --version | head -n 1 | tr -d '"')"

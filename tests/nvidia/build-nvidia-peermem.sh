@@ -13,6 +13,14 @@
 #              nvidia_p2p_*)
 # Prints each built module's path on stdout.
 #
+#   PEERMEM_NVIDIA_SRC=DIR  one more release, from a checkout of NVIDIA's
+#              open-gpu-kernel-modules the user has (its top directory or its
+#              kernel-open/): kernel-open/nvidia-peermem/ and kernel-open/Kbuild
+#              are read as the package's are, and the tree is never copied
+#              into the repository. Its build tree under OUTROOT is removed
+#              again by the next run without it, so that client `nvidia`
+#              (the newest module built) falls back to the packaged release.
+#
 # What NVIDIA's build does that this one does too, and nothing more:
 #  - nvidia-peermem.c, nv-p2p.h and peer_mem.h are byte-for-byte the
 #    package's (compared after the copy); the source includes its own
@@ -44,6 +52,26 @@ if ! trees=$("$here/fetch-nvidia-src.sh" --list); then
 	echo "build-nvidia-peermem: NVIDIA's sources are not fetched (make deps): NVIDIA's modules not built" >&2
 	exit 1
 fi
+# A release from the user's checkout, if given, after the packaged ones.
+user_mark=.peermem-user-given
+if [ -n "${PEERMEM_NVIDIA_SRC:-}" ]; then
+	usrc=$PEERMEM_NVIDIA_SRC
+	[ -d "$usrc/kernel-open/nvidia-peermem" ] && usrc=$usrc/kernel-open
+	if ! [ -f "$usrc/nvidia-peermem/nvidia-peermem.c" ] || ! [ -f "$usrc/Kbuild" ]; then
+		echo "build-nvidia-peermem: PEERMEM_NVIDIA_SRC=$PEERMEM_NVIDIA_SRC: no kernel-open/nvidia-peermem/nvidia-peermem.c and kernel-open/Kbuild there" >&2
+		exit 1
+	fi
+	uver=$(sed -n 's/.*-DNV_VERSION_STRING=\\"\([^\\]*\)\\".*/\1/p' "$usrc/Kbuild" | head -n 1)
+	[ -n "$uver" ] || { echo "build-nvidia-peermem: no NV_VERSION_STRING in $usrc/Kbuild" >&2; exit 1; }
+	trees=$(printf '%s\n%s %s' "$trees" "$uver" "$(cd "$usrc" && pwd)")
+fi
+# Build trees of a user-given release that this run does not build.
+for d in "$outroot"/*/; do
+	[ -f "$d$user_mark" ] || continue
+	v=$(basename "$d")
+	grep -q "^$v " <<<"$trees" || rm -rf "${d%/}"
+done
+
 present=undef
 if grep -qw ib_register_peer_memory_client "$symvers" &&
 	grep -qw ib_unregister_peer_memory_client "$symvers"; then
@@ -94,5 +122,8 @@ EOF
 		exit 1
 	}
 	[ -f "$dir/$mod.ko" ] || { echo "build-nvidia-peermem: $dir/$mod.ko missing" >&2; exit 1; }
+	if [ "${uver:-}" = "$ver" ]; then
+		touch "$dir/$user_mark"
+	fi
 	echo "$dir/$mod.ko"
 done <<<"$trees"

@@ -7,12 +7,19 @@
 #            [tp_ms=MS]   throughput window per thread count and round
 #                         (default 300)
 #            [threads=N,N...]  throughput thread counts (full: 1,2,4,8)
-# A client is `rust`, `ref`, `nvidia`, or `rust+PARAM=VALUE[+...]` (the Rust
-# module with extra parameters, e.g. rust+coalesce_sg=1). `nvidia` is
-# NVIDIA's own nvidia-peermem.c of the newest packaged release, unmodified,
-# built against the fixtures (issue 33: the baseline the headline ratios
-# are taken against); before 560 it has no persistent nv_mem (its
-# invalidating nv_mem takes every MR), so it runs in mode=invalidating. The clients take turns,
+#            [cycle=SIZE:N,...]  the cycle's sizes and iterations per round
+#                         (default: the profile's)
+#            [cost=PROFILE]  the provider's cost model (v100 or off; default:
+#                         the boot's peermem.provider_cost, tests/scenarios/lib.sh)
+# A client is `rust`, `ref`, `nvidia`, `nvidia-opt` (NVIDIA's module where its
+# release has this mode, else left out with a log line), or
+# `rust+PARAM=VALUE[+...]` (the Rust module with extra parameters, e.g.
+# rust+coalesce_sg=1). `nvidia` is
+# NVIDIA's own nvidia-peermem.c of the newest release built (the packaged
+# one, or a 560+ one the user gave), unmodified, built against the fixtures:
+# the baseline the headline ratios are taken against. Before 560 it has no
+# persistent nv_mem (its invalidating nv_mem takes every MR), so it runs in
+# mode=invalidating only; from 560 on in either mode. The clients take turns,
 # one loaded at a time, for `rounds` rounds (ABBA order, so that a drift of
 # the host's speed during the run weighs on each client alike); each round
 # runs its share of the iterations. Every `simtest bench` prints one
@@ -28,7 +35,9 @@ profile=full
 rounds=
 tp_ms_arg=
 threads_arg=
+cycle_arg=
 for kv in "$@"; do
+	# shellcheck disable=SC2034 # PSIM_COST: lib.sh's load_provider reads it
 	case $kv in
 	mode=*) mode=${kv#mode=} ;;
 	clients=*) clients=${kv#clients=} ;;
@@ -37,6 +46,8 @@ for kv in "$@"; do
 	rounds=*) rounds=${kv#rounds=} ;;
 	tp_ms=*) tp_ms_arg=${kv#tp_ms=} ;;
 	threads=*) threads_arg=${kv#threads=} ;;
+	cycle=*) cycle_arg=${kv#cycle=} ;;
+	cost=*) PSIM_COST=${kv#cost=} ;;
 	*) fail "bad argument $kv" ;;
 	esac
 done
@@ -57,8 +68,8 @@ if [ "$profile" = quick ]; then
 	tp_ms=300
 else
 	: "${rounds:=3}"
-	cycle_runs="64K:8 2M:12 64M:3 1G:2 16G:1"
-	inval_runs="64K:5 2M:5 64M:2"
+	cycle_runs="64K:8 2M:8 64M:4 1G:4 16G:4"
+	inval_runs="64K:5 2M:5 64M:4"
 	mem_runs="64K:32 2M:16 64M:4 1G:2 16G:1"
 	threads="1 2 4 8"
 	tp_ms=300
@@ -67,6 +78,11 @@ case $tp_ms_arg in
 '') ;;
 *[!0-9]* | 0) fail "tp_ms=$tp_ms_arg: expected a positive number of milliseconds" ;;
 *) tp_ms=$tp_ms_arg ;;
+esac
+case $cycle_arg in
+'') ;;
+*[!0-9KMG:,]* | ,* | *, | *,,*) fail "cycle=$cycle_arg: expected SIZE:N pairs, e.g. 64K:8,1G:4" ;;
+*) cycle_runs=$(echo "$cycle_arg" | tr ',' ' ') ;;
 esac
 case $threads_arg in
 '') ;;
@@ -77,6 +93,13 @@ esac
 if ! [ -e /sys/kernel/tracing/trace ]; then
 	mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
 fi
+
+# nvidia_major: the release of the newest NVIDIA module in the initramfs.
+nvidia_major() {
+	for _k in /lib/modules/*/extra/nvidia_peermem_[0-9]*.ko; do
+		[ -f "$_k" ] && basename "$_k" .ko
+	done | sort | tail -n 1 | sed 's/^nvidia_peermem_//'
+}
 
 # client_setup SPEC: sets mod, params and label for client SPEC.
 client_setup() {
@@ -102,14 +125,21 @@ client_setup() {
 		;;
 	nvidia)
 		[ -z "$_extra" ] || fail "module parameters ($_extra) are for the Rust client"
-		[ "$mode" = invalidating ] ||
-			fail "NVIDIA's nvidia-peermem before 560 has no persistent nv_mem: client nvidia runs in mode=invalidating"
 		# the newest release built (nvidia_peermem_<major>.ko)
-		mod=$(for _k in /lib/modules/*/extra/nvidia_peermem_[0-9]*.ko; do
-			[ -f "$_k" ] && basename "$_k" .ko
-		done | sort | tail -n 1)
-		[ -n "$mod" ] || fail "NVIDIA's nvidia-peermem is not in the initramfs (tests/nvidia/build-nvidia-peermem.sh)"
-		params=
+		_major=$(nvidia_major)
+		[ -n "$_major" ] || fail "NVIDIA's nvidia-peermem is not in the initramfs (tests/nvidia/build-nvidia-peermem.sh)"
+		mod=nvidia_peermem_$_major
+		if [ "$_major" -ge 560 ]; then
+			# 560 on: persistent nv_mem by default, both clients with 0
+			case $mode in
+			persistent) params="persistent_api_support=1" ;;
+			invalidating) params="persistent_api_support=0" ;;
+			esac
+		else
+			[ "$mode" = invalidating ] ||
+				fail "NVIDIA's nvidia-peermem before 560 ($mod) has no persistent nv_mem: client nvidia runs in mode=invalidating"
+			params=
+		fi
 		;;
 	*) fail "unknown client $1 (rust, ref, nvidia or rust+PARAM=VALUE)" ;;
 	esac
@@ -178,7 +208,18 @@ one_round() {
 }
 
 load_sim_stack generation=modern
-forward=$(echo "$clients" | tr ',' ' ')
+forward=
+for c in $(echo "$clients" | tr ',' ' '); do
+	if [ "$c" = "nvidia-opt" ]; then
+		_major=$(nvidia_major)
+		if [ "$mode" = persistent ] && [ "${_major:-0}" -lt 560 ]; then
+			log "NVIDIA's nvidia-peermem ${_major:-(none)} has no persistent nv_mem: left out of mode=$mode"
+			continue
+		fi
+		c=nvidia
+	fi
+	forward="$forward $c"
+done
 backward=
 for c in $forward; do backward="$c $backward"; done
 round=1

@@ -172,12 +172,34 @@ PSIM_RM_LOCKDEP=${PSIM_RM_LOCKDEP:-0}
 # NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE, as on coherent platforms).
 PSIM_PT_FLAGS=${PSIM_PT_FLAGS:-0}
 
+# The provider's cost model (nvidia_p2p_sim's *_ns parameters;
+# tests/fixtures/README.md): peermem.provider_cost=<profile> on the kernel
+# command line (PEERMEM_PROVIDER_COST on the host; make bench sets it).
+# Without it every P2P call costs only the fixture's own code.
+#   v100   GDRCopy's published pin/unpin times on a V100-PCIe (measured),
+#          with DMA map/unmap costs that are an assumption
+#   off    none
+PSIM_COST=$(sed -n 's/.*peermem\.provider_cost=\([a-z0-9]*\).*/\1/p' /proc/cmdline 2>/dev/null)
+# psim_cost_params: sets _cost to the parameters of profile $PSIM_COST.
+psim_cost_params() {
+	case "$PSIM_COST" in
+	"" | off) _cost= ;;
+	v100)
+		_cost="pin_call_ns=68000 pin_page_ns=190 unpin_call_ns=37000 unpin_page_ns=100"
+		_cost="$_cost map_call_ns=4000 map_page_ns=30 unmap_call_ns=1000 unmap_page_ns=20"
+		;;
+	*) fail "peermem.provider_cost=$PSIM_COST: unknown profile (v100 or off)" ;;
+	esac
+}
+
 # load_provider: the simulated NVIDIA provider of generation $PSIM_DRIVER.
 load_provider() {
+	psim_cost_params
+	# shellcheck disable=SC2086 # the cost parameters are words
 	case "$PSIM_DRIVER" in
-	"") load nvidia_p2p_sim rm_lock_lockdep="$PSIM_RM_LOCKDEP" page_table_flags="$PSIM_PT_FLAGS" ;;
-	r525) load nvidia_p2p_sim_r525 rm_lock_lockdep="$PSIM_RM_LOCKDEP" page_table_flags="$PSIM_PT_FLAGS" ;;
-	*) load nvidia_p2p_sim driver="$PSIM_DRIVER" rm_lock_lockdep="$PSIM_RM_LOCKDEP" page_table_flags="$PSIM_PT_FLAGS" ;;
+	"") load nvidia_p2p_sim rm_lock_lockdep="$PSIM_RM_LOCKDEP" page_table_flags="$PSIM_PT_FLAGS" $_cost ;;
+	r525) load nvidia_p2p_sim_r525 rm_lock_lockdep="$PSIM_RM_LOCKDEP" page_table_flags="$PSIM_PT_FLAGS" $_cost ;;
+	*) load nvidia_p2p_sim driver="$PSIM_DRIVER" rm_lock_lockdep="$PSIM_RM_LOCKDEP" page_table_flags="$PSIM_PT_FLAGS" $_cost ;;
 	esac
 }
 

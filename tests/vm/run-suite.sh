@@ -28,6 +28,11 @@ cmdline="$cmdline hung_task_panic=0 kmemleak=on no5lvl $extra_cmdline"
 if [ -n "${PEERMEM_KMEMLEAK:-}" ]; then
 	cmdline="$cmdline peermem.kmemleak=$PEERMEM_KMEMLEAK"
 fi
+# PEERMEM_PROVIDER_COST=<profile>: the simulated provider's cost model
+# (tests/scenarios/lib.sh, psim_cost_params; make bench sets it).
+if [ -n "${PEERMEM_PROVIDER_COST:-}" ]; then
+	cmdline="$cmdline peermem.provider_cost=$PEERMEM_PROVIDER_COST"
+fi
 qemu=(qemu-system-x86_64 -machine q35 -accel tcg -cpu max -smp 2 -m "$memory"
 	-display none -monitor none -no-reboot -serial "file:$log"
 	-kernel "$kdir/arch/x86/boot/bzImage" -initrd "$initramfs")

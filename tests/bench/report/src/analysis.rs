@@ -180,16 +180,24 @@ pub struct Analysis {
 /// `nvidia/<mode>`'s, for one figure at one size (or thread count).
 #[derive(Debug, Clone, PartialEq)]
 pub struct VsNvidia {
-    /// `cycle` (client time of a register + deregister cycle),
-    /// `invalidation` (the free callback), `throughput` (cycles/s: above 1
-    /// is faster than NVIDIA's), `memory` (client bytes per live
-    /// registration).
+    /// `whole` (a register + deregister cycle timed from userspace: the
+    /// core, the client and the provider), `client` (the client's share of
+    /// it: the core's in-kernel time around each call into the client,
+    /// the provider calls the client makes included), `invalidation` (the
+    /// free callback), `memory` (client bytes per live registration).
+    /// Throughput is not among them: under icount the vCPUs take turns on
+    /// one emulation thread, so it measures no parallelism.
     pub kind: &'static str,
     pub label: String,
     pub baseline: String,
-    /// Size in bytes, or the thread count for throughput.
+    /// Size in bytes.
     pub at: u64,
+    /// The two medians (ns, or bytes for memory) and their ratio.
+    pub value: f64,
+    pub base: f64,
     pub ratio: f64,
+    /// Samples behind each median (ours, NVIDIA's).
+    pub n: (usize, usize),
 }
 
 /// NVIDIA's module in the mode of `label` (`rust/invalidating+x=1` ->
@@ -207,32 +215,34 @@ fn vs_nvidia(
     labels: &[String],
     cycles: &[CycleRow],
     invalidations: &[InvRow],
-    throughputs: &[TpRow],
     memory: &[MemRow],
 ) -> Vec<VsNvidia> {
     let mut out = ratios(
-        "cycle",
+        "whole",
         cycles,
         labels,
         |c| &c.label,
         |c| c.size,
-        |c| Some(c.client.median),
+        |c| Some((c.cycle.median, c.cycle.n)),
     );
+    out.extend(ratios(
+        "client",
+        cycles,
+        labels,
+        |c| &c.label,
+        |c| c.size,
+        |c| Some((c.client.median, c.client.n)),
+    ));
     out.extend(ratios(
         "invalidation",
         invalidations,
         labels,
         |i| &i.label,
         |i| i.size,
-        |i| Some(i.callback?.median),
-    ));
-    out.extend(ratios(
-        "throughput",
-        throughputs,
-        labels,
-        |t| &t.label,
-        |t| t.threads,
-        |t| Some(t.rate.median),
+        |i| {
+            let c = i.callback?;
+            Some((c.median, c.n))
+        },
     ));
     out.extend(ratios(
         "memory",
@@ -240,20 +250,20 @@ fn vs_nvidia(
         labels,
         |m| &m.label,
         |m| m.size,
-        |m| Some(m.client.max(1) as f64),
+        |m| Some((m.client.max(1) as f64, 1)),
     ));
     out
 }
 
-/// Each row of `rows` over NVIDIA's row in its mode at the same point
-/// (`at`: size, or thread count), where both have a `value`.
+/// Each row of `rows` over NVIDIA's row in its mode at the same size,
+/// where both have a `value` (median, samples).
 fn ratios<R>(
     kind: &'static str,
     rows: &[R],
     labels: &[String],
     label: impl Fn(&R) -> &String,
     at: impl Fn(&R) -> u64,
-    value: impl Fn(&R) -> Option<f64>,
+    value: impl Fn(&R) -> Option<(f64, usize)>,
 ) -> Vec<VsNvidia> {
     rows.iter()
         .filter_map(|r| {
@@ -261,12 +271,17 @@ fn ratios<R>(
             let b = rows
                 .iter()
                 .find(|b| *label(b) == baseline && at(b) == at(r))?;
+            let (v, n) = value(r)?;
+            let (bv, bn) = value(b)?;
             Some(VsNvidia {
                 kind,
                 label: label(r).clone(),
                 baseline,
                 at: at(r),
-                ratio: value(r)? / value(b)?,
+                value: v,
+                base: bv,
+                ratio: v / bv,
+                n: (n, bn),
             })
         })
         .collect()
@@ -503,7 +518,7 @@ impl Analysis {
             .collect();
 
         let parity = parity(&comparisons, &invalidations, &throughputs, &memory);
-        let vs_nvidia = vs_nvidia(&labels, &cycles, &invalidations, &throughputs, &memory);
+        let vs_nvidia = vs_nvidia(&labels, &cycles, &invalidations, &memory);
         Analysis {
             labels,
             vs_nvidia,
@@ -632,8 +647,8 @@ impl Analysis {
             .map(|v| {
                 json!({
                     "kind": v.kind, "label": v.label, "baseline": v.baseline,
-                    (if v.kind == "throughput" { "threads" } else { "size" }): v.at,
-                    "ratio": v.ratio,
+                    "size": v.at, "median": v.value, "baseline_median": v.base,
+                    "ratio": v.ratio, "n": v.n.0, "baseline_n": v.n.1,
                 })
             })
             .collect();
@@ -751,6 +766,30 @@ mod tests {
         assert_eq!(m.len(), 1);
         assert_eq!(m[0].label, "rust/invalidating");
         assert!((m[0].ratio - 1.25).abs() < 1e-9);
+    }
+
+    #[test]
+    fn whole_cycle_and_client_share_against_nvidia() {
+        let text = [
+            cycle("rust/persistent", 65536, 99.0),
+            cycle("nvidia/persistent", 65536, 199.0),
+            cycle("ref/invalidating", 65536, 99.0),
+        ]
+        .join("\n");
+        let a = Analysis::new(&Results::parse(&text));
+        let get = |kind: &str| {
+            let v: Vec<_> = a.vs_nvidia.iter().filter(|v| v.kind == kind).collect();
+            assert_eq!(v.len(), 1, "{kind}");
+            v[0].clone()
+        };
+        // whole = reg + dereg (the helper's dereg is 1 ns)
+        let w = get("whole");
+        assert_eq!(w.label, "rust/persistent");
+        assert!((w.ratio - 0.5).abs() < 1e-9);
+        assert_eq!((w.value, w.base, w.n), (100.0, 200.0, (3, 3)));
+        let c = get("client");
+        assert!((c.ratio - 99.0 / 199.0).abs() < 1e-9);
+        assert!(a.vs_nvidia.iter().all(|v| v.kind != "throughput"));
     }
 
     #[test]

@@ -71,6 +71,10 @@ fn main() -> ExitCode {
             get("host_load_after"),
             m.get("host_cpus").map_or("?".into(), |v| v.to_string()),
         );
+        println!(
+            "Provider cost model: {} (tests/fixtures/README.md; off: the fixture's own code only).",
+            get("provider_cost"),
+        );
     }
     let clock = meta.get("clock").and_then(|v| v.as_str()).unwrap_or("");
     let kernel = table::kernel_kind(meta.get("kernel_debug").and_then(|v| v.as_str()));

@@ -94,27 +94,33 @@ pub fn render(a: &Analysis, clock: &str, kernel: &str) -> String {
     if !a.vs_nvidia.is_empty() {
         let _ = writeln!(
             w,
-            "\n== Headline: against NVIDIA's own nvidia-peermem (label nvidia/...; issue 33). \
-             Medians' ratio, below 1.00 faster than NVIDIA's (throughput: above)"
+            "\n== Headline: against NVIDIA's own nvidia-peermem (label nvidia/...) in the same \
+             mode. whole = register + deregister timed from userspace (core, client, provider); \
+             client = its share inside the client (provider calls it makes included); \
+             invalidation = the free callback; memory = client bytes per live registration. \
+             Ratio of medians, below 1.00 less than NVIDIA's; n = samples (ours/NVIDIA's)"
         );
         let _ = writeln!(
             w,
-            "{:<14} {:<34} {:>6} {:>8}",
-            "figure", "client/mode", "at", "vs NVIDIA"
+            "{:<13} {:<34} {:>6} {:>14} {:>14} {:>9} {:>9}",
+            "figure", "client/mode", "at", "ours", "NVIDIA", "vs NVIDIA", "n"
         );
         for v in &a.vs_nvidia {
-            let at = if v.kind == "throughput" {
-                format!("{}T", v.at)
+            let (ours, theirs) = if v.kind == "memory" {
+                (format!("{} B", v.value), format!("{} B", v.base))
             } else {
-                size_name(v.at)
+                (time(v.value), time(v.base))
             };
             let _ = writeln!(
                 w,
-                "{:<14} {:<34} {:>6} {:>8}",
+                "{:<13} {:<34} {:>6} {:>14} {:>14} {:>9} {:>9}",
                 v.kind,
                 v.label,
-                at,
-                format!("x{:.3}", v.ratio)
+                size_name(v.at),
+                ours,
+                theirs,
+                format!("x{:.4}", v.ratio),
+                format!("{}/{}", v.n.0, v.n.1)
             );
         }
     }
