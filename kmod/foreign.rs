@@ -40,6 +40,14 @@ pub(crate) unsafe trait Foreign: Sized {
     /// `ptr` came from [`Foreign::into_foreign`] and is given here once; no
     /// borrow of it lives on.
     unsafe fn from_foreign(ptr: *mut c_void) -> Self;
+
+    /// Gives up this value when others still share what it owns, and
+    /// returns it when it would be the last: its drop then frees. A value
+    /// that shares nothing is always the last.
+    #[inline(always)]
+    fn release_shared(self) -> Option<Self> {
+        Some(self)
+    }
 }
 
 // SAFETY: the pointer is the box's own allocation, freed only by the

@@ -304,4 +304,30 @@ unsafe impl<T: Send + Sync + 'static> crate::foreign::Foreign for KmallocArc<T> 
         // (function's requirements).
         unsafe { Self::from_raw(NonNull::new_unchecked(ptr.cast())) }
     }
+
+    #[inline(always)]
+    fn release_shared(self) -> Option<Self> {
+        // SAFETY: live while `self` is (type invariant).
+        let refcount = unsafe { &(*self.0.as_ptr()).refcount };
+        let mut count = refcount.load(Ordering::Relaxed);
+        // Decrements unless this is the last reference (the count cannot
+        // rise from 1 meanwhile: nothing else has one to clone from).
+        while count > 1 {
+            match refcount.compare_exchange_weak(
+                count,
+                count - 1,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    saturate_if_overflowed(refcount, count);
+                    // The reference is given up: the drop must not run.
+                    core::mem::forget(self);
+                    return None;
+                }
+                Err(now) => count = now,
+            }
+        }
+        Some(self)
+    }
 }

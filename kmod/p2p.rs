@@ -53,18 +53,22 @@ unsafe extern "C" fn free_callback<T: FreeCallback>(data: *mut c_void) {
     // safety requirements, the provider still owns it: nothing reclaimed it.
     let borrowed = unsafe { T::Data::borrow(data) };
     T::on_free(borrowed);
-    // This reference may be the last one, and with it goes the module
-    // reference of the registration: an rmmod (or a failed load) may then
-    // unload the module while this function still returns through its
-    // text. The loader frees the text only after an RCU grace period, so
-    // the drop runs inside a read-side section: what is left afterwards is
-    // the return itself, which only a preemption at exactly that point
-    // could hold up for a grace period. The drop does not sleep: the
-    // callback has taken the pages out (see `on_free`).
-    let _rcu = RcuReadSection::enter();
     // SAFETY: as above; the provider hands its ownership back with this call,
     // and `borrowed` is gone.
-    drop(unsafe { T::Data::from_foreign(data) });
+    let data = unsafe { T::Data::from_foreign(data) };
+    // The last reference takes the registration's module reference with
+    // it: an rmmod (or a failed load) may then unload the module while
+    // this function still returns through its text. The loader frees the
+    // text only after an RCU grace period, so that drop runs inside a
+    // read-side section: what is left afterwards is the return itself,
+    // which only a preemption at exactly that point could hold up for a
+    // grace period. The drop does not sleep: the callback has taken the
+    // pages out (see `on_free`). A reference that is not the last (the
+    // core still holds the registration) needs no section.
+    if let Some(last) = data.release_shared() {
+        let _rcu = RcuReadSection::enter();
+        drop(last);
+    }
 }
 
 /// An RCU read-side critical section, left when dropped. Nothing in it may
