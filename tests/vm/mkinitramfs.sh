@@ -63,6 +63,16 @@ if [ -n "${PEERMEM_REAL_CORE_KO:-}" ]; then
 	# (tests/fixtures/pd_exports/pd_exports.h) would clash with them.
 	rm -f "$stage/lib/modules/$release/extra/"pd_exports_*.ko
 fi
+# The simulated core's export stand-ins each export the same symbols, one
+# module a generation: out of depmod's tree, or modprobe would take them
+# all as providers of a client's optional (weak) references and load them
+# together. The scenarios insmod the one they want (lib.sh pd_exports).
+mkdir -p "$stage/fixtures"
+for ko in "$stage/lib/modules/$release/extra/"pd_exports_*.ko; do
+	if [ -f "$ko" ]; then
+		mv "$ko" "$stage/fixtures/"
+	fi
+done
 
 # NVIDIA's own nvidia-peermem of each fetched release, built against the
 # fixtures (tests/nvidia/build-nvidia-peermem.sh: nvidia_peermem_<major>.ko,
