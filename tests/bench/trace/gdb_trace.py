@@ -54,7 +54,7 @@ def free_callback_entry(symbols, client):
         if client == "nvidia" and name == "nv_get_p2p_free_callback":
             return addr
         # Rust v0 mangling of p2p::free_callback::<Registration>
-        if client == "rs" and re.search(r"13free_callback", name):
+        if client == "rs" and re.search(r"3p2p13free_callback", name):
             return addr
     raise gdb.GdbError("no symbol for the free callback")
 
@@ -102,7 +102,7 @@ def entry_points(symbols, client, mode="Persistent"):
         have = set(entries.values())
         for addr, name in symbols:
             for phase in set(PHASES) - have:
-                if re.search(r"%sNtB\w*_16PeerMemoryClient%d%s$" % (mode, len(phase), phase), name):
+                if re.search(r"%sNt\w*16PeerMemoryClient%d%s$" % (mode, len(phase), phase), name):
                     entries.setdefault(addr, phase)
     return entries
 
