@@ -28,7 +28,9 @@
 #   BENCH_COST=v100         (default) the simulated provider charges the
 #                           driver's own pin, unpin and DMA map costs
 #                           (tests/fixtures/README.md); off: only the
-#                           fixture's code (the figures before the model)
+#                           fixture's code (the figures before the model);
+#                           b200, aws: other published pin/unpin times at
+#                           64 KiB (tests/fixtures/README.md)
 #   PEERMEM_NVIDIA_SRC=DIR  also NVIDIA's nvidia-peermem of a 560+ release
 #                           from a checkout of NVIDIA/open-gpu-kernel-modules
 #                           (its top or kernel-open/ directory), unmodified;
@@ -63,9 +65,9 @@ esac
 suite=${BENCH_SUITE:-$suite_default}
 cost=${BENCH_COST:-v100}
 case $cost in
-v100 | off) ;;
+v100 | b200 | aws | off) ;;
 *)
-	echo "run-bench: BENCH_COST must be v100 or off" >&2
+	echo "run-bench: BENCH_COST must be v100, b200, aws or off" >&2
 	exit 2
 	;;
 esac

@@ -9,7 +9,7 @@
 #            [threads=N,N...]  throughput thread counts (full: 1,2,4,8)
 #            [cycle=SIZE:N,...]  the cycle's sizes and iterations per round
 #                         (default: the profile's)
-#            [cost=PROFILE]  the provider's cost model (v100 or off; default:
+#            [cost=PROFILE]  the provider's cost model (v100, b200, aws or off; default:
 #                         the boot's peermem.provider_cost, tests/scenarios/lib.sh)
 # A client is `rust`, `ref`, `nvidia`, `nvidia-opt` (NVIDIA's module where its
 # release has this mode, else left out with a log line), or

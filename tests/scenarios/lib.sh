@@ -180,6 +180,10 @@ PSIM_PT_FLAGS=${PSIM_PT_FLAGS:-0}
 # Without it every P2P call costs only the fixture's own code.
 #   v100   GDRCopy's published pin/unpin times on a V100-PCIe (measured),
 #          with DMA map/unmap costs that are an assumption
+#   b200   the published 64 KiB pin/unpin times of a B200 (GDRCopy's
+#          README); per-page terms, map and unmap as v100's (assumed)
+#   aws    the published 64 KiB pin/unpin times of an AWS node; the rest
+#          as b200's
 #   off    none
 PSIM_COST=$(sed -n 's/.*peermem\.provider_cost=\([a-z0-9]*\).*/\1/p' /proc/cmdline 2>/dev/null)
 # psim_cost_params: sets _cost to the parameters of profile $PSIM_COST.
@@ -190,7 +194,16 @@ psim_cost_params() {
 		_cost="pin_call_ns=68000 pin_page_ns=190 unpin_call_ns=37000 unpin_page_ns=100"
 		_cost="$_cost map_call_ns=4000 map_page_ns=30 unmap_call_ns=1000 unmap_page_ns=20"
 		;;
-	*) fail "peermem.provider_cost=$PSIM_COST: unknown profile (v100 or off)" ;;
+	b200 | aws)
+		# 64 KiB figures less one page's per-page term
+		if [ "$PSIM_COST" = b200 ]; then
+			_cost="pin_call_ns=81810 pin_page_ns=190 unpin_call_ns=28900 unpin_page_ns=100"
+		else
+			_cost="pin_call_ns=44810 pin_page_ns=190 unpin_call_ns=28900 unpin_page_ns=100"
+		fi
+		_cost="$_cost map_call_ns=4000 map_page_ns=30 unmap_call_ns=1000 unmap_page_ns=20"
+		;;
+	*) fail "peermem.provider_cost=$PSIM_COST: unknown profile (v100, b200, aws or off)" ;;
 	esac
 }
 
