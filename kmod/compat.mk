@@ -34,6 +34,20 @@ pm_compat_kunit_cstr_file := $(call pm_probe,kernel/kunit.rs,static FILE: .*CStr
 # them too there.
 pm_compat_lock_backend_try_lock := $(call pm_probe,kernel/sync/lock.rs,unsafe fn try_lock.ptr:)
 
+# Not probed: what 7.x's kernel crate offers and 6.12's lacks, kept as
+# one implementation for both kernels (kmod/params.rs and kmod/debugfs.rs
+# give the reasons in full):
+# - module parameters in `module!` (macros/module.rs `params`,
+#   kernel/module_param.rs): no sysfs file (perm 0), `parmtype` i32 not
+#   int (kmod/params.rs);
+# - kernel/debugfs.rs: its files do not hold the module while open
+#   (kmod/debugfs.rs);
+# - `global_lock!` (kernel/sync/lock/global.rs): a static SpinLock or
+#   Mutex that one unsafe `init()` at load makes usable. It would carry
+#   the registry's global lock on 7.x (a plain spin_lock, its list
+#   const-constructible), but 6.12 has no static kernel-crate lock, so the
+#   registry keeps one lock that both kernels build.
+
 pm_compat_cfgs := $(foreach c,module_authors cstr_ext \
 	bindgen_zeroable kunit_cstr_file lock_backend_try_lock,\
 	$(if $(pm_compat_$(c)),--cfg pm_$(c)))

@@ -13,6 +13,13 @@
 //! | `pm_bindgen_zeroable`  | plain bindgen structs   | `derive(MaybeZeroable)`      |
 //! | `pm_kunit_cstr_file`   | `kunit_assert!(.., "f")`| `kunit_assert!(.., c"f")`    |
 //!
+//! Three facilities of 7.x's kernel crate that 6.12's lacks are not used
+//! on 7.x either, each for a reason its file gives: `module!`'s
+//! parameters (`params.rs`: no sysfs files, `parmtype` `i32`),
+//! `kernel::debugfs` (`debugfs.rs`: an open file does not hold the module)
+//! and `global_lock!` (6.12 has no static kernel-crate lock, so the
+//! registry keeps one global lock for both kernels).
+//!
 //! C API differences are absorbed by the C shim (`ffi/shim.c`), which the
 //! kernel's own headers compile either way: `debugfs_create_file` (a
 //! function on 6.12, a `_Generic` macro since 6.13) is

@@ -5,7 +5,18 @@
 //!
 //! Each file is a `seq_file` whose show function comes from a [`SeqShow`]
 //! implementation through a generic adapter and a const-built
-//! `file_operations` in a `Sync` static.
+//! `file_operations` in a `Sync` static, whose `owner` is this module.
+//!
+//! One implementation for every kernel. 6.12's kernel crate has no
+//! debugfs. 7.x's `kernel::debugfs` would give the same names, mode (its
+//! `read_only_file` is 0400) and text (a `Writer` over the same show
+//! functions), but its `file_operations` have no `owner`: an open file
+//! does not hold the module, `rmmod` succeeds under it, and the close that
+//! follows calls the file's release through the `file_operations` in the
+//! freed module (debugfs' `full_proxy_release`; a page fault on 7.2,
+//! reproduced in the test VM). With ours `rmmod` is refused until the file
+//! is closed, as for any C module's debugfs file (the `module_debugfs_open`
+//! scenario checks it).
 
 use crate::compat;
 use crate::p2p::{PersistentApi, PAGE_TABLE_NEWEST, PAGE_TABLE_OLDEST};

@@ -1,8 +1,28 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Module parameters, declared by hand in the layout of C's
-//! `module_param()` (6.12's `module!` has no parameters), and their
-//! validation into a typed [`Config`].
+//! `module_param(name, int, 0444)`, and their validation into a typed
+//! [`Config`].
+//!
+//! One implementation for every kernel. 6.12's `module!` has no
+//! parameters. 7.x's has (`params: { name: i32 { default, description } }`,
+//! `kernel::module_param`), but it cannot give what users and tests see of
+//! ours, so it is not used there either:
+//!
+//! - its `kernel_param` has `perm: 0`, fixed in the macro: no file under
+//!   `/sys/module/<name>/parameters/`, where ours are 0444 as NVIDIA's
+//!   are, and read: `peermem-check doctor` compares `peerdirect_support`
+//!   with the core, and tells the drop-in from NVIDIA's module by
+//!   `parameters/coalesce_sg`;
+//! - `parmtype` is the Rust type's name (`coalesce_sg:i32`), so `modinfo`
+//!   says `(i32)` where NVIDIA's module and ours say `(int)`;
+//! - its setter takes a value once (a second `name=` on the command line
+//!   fails the load with `EEXIST`), where C's `param_ops_int`, which ours
+//!   use, takes the last.
+//!
+//! (Both names of the drop-in build would have been no obstacle: the
+//! parameters would be given in both `peermem_module!` invocations of the
+//! crate root.) The validation below is common to both kernels either way.
 //!
 //! C header: [`include/linux/moduleparam.h`](srctree/include/linux/moduleparam.h)
 
