@@ -29,12 +29,7 @@ pm_compat_bindgen_zeroable := $(call pm_probe,bindgen_parameters,=MaybeZeroable)
 # kunit_assert! takes the file name as a C string literal.
 pm_compat_kunit_cstr_file := $(call pm_probe,kernel/kunit.rs,static FILE: .*CStr = .file;)
 
-# The kernel crate's lock `Backend` trait has `try_lock` and
-# `assert_is_held` (7.x): kmod/lock.rs's own spinlock backend implements
-# them too there.
-pm_compat_lock_backend_try_lock := $(call pm_probe,kernel/sync/lock.rs,unsafe fn try_lock.ptr:)
-
 pm_compat_cfgs := $(foreach c,module_authors cstr_ext \
-	bindgen_zeroable kunit_cstr_file lock_backend_try_lock,\
+	bindgen_zeroable kunit_cstr_file,\
 	$(if $(pm_compat_$(c)),--cfg pm_$(c)))
 rustflags-y += $(pm_compat_cfgs)

@@ -19,8 +19,6 @@ mod debugfs;
 mod exclusive;
 mod foreign;
 mod kmalloc_arc;
-#[macro_use]
-mod lock;
 mod modinfo;
 mod module_ref;
 mod nv_mem;

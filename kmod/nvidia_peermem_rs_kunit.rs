@@ -14,8 +14,6 @@ mod core_generation;
 mod foreign;
 mod kmalloc_arc;
 mod kunit;
-#[macro_use]
-mod lock;
 mod modinfo;
 mod module_ref;
 mod nv_mem;

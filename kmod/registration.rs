@@ -90,13 +90,13 @@ pub(crate) mod stranded;
 
 use crate::foreign::Foreign;
 use crate::kmalloc_arc::{KmallocArc, KmallocBorrow};
-use crate::lock::StateLock;
 use crate::module_ref::ModuleRef;
 use crate::range::GpuRange;
 use crate::stats::{ErrorKind, Failure};
 use core::fmt;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use kernel::sync::{new_spinlock, SpinLock};
 use kernel::{bindings, ffi::c_void, prelude::*};
 use registry::RegistryLinks;
 use state::{Op, Stage, State};
@@ -128,7 +128,7 @@ static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 #[pin_data]
 pub(crate) struct Registration {
     #[pin]
-    state: StateLock<State>,
+    state: SpinLock<State>,
     /// Links in the [`registry`]'s list, which its lock guards.
     links: RegistryLinks,
     range: GpuRange,
@@ -229,7 +229,7 @@ impl Registration {
         KmallocArc::pin_init(
             module,
             try_pin_init!(Self {
-                state <- new_state_lock!(
+                state <- new_spinlock!(
                     State::new(stage, in_flight, pinned),
                     "nvidia_peermem_rs:registration"
                 ),

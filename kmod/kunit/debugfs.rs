@@ -113,10 +113,9 @@ pub(super) fn debugfs_lines_and_counters() {
 /// before the state) in.
 pub(super) fn registration_size() {
     use crate::kmalloc_arc::object_size;
-    use crate::lock::StateLock;
     use crate::registration::Registration;
     use core::mem::size_of;
-    check!(size_of::<StateLock<()>>() > 64 || object_size::<Registration>() <= 192);
+    check!(size_of::<kernel::sync::SpinLock<()>>() > 64 || object_size::<Registration>() <= 192);
     let lock = size_of::<kernel::bindings::spinlock_t>().next_multiple_of(8);
     check!(object_size::<Registration>() - lock + 8 <= 128);
 }

@@ -7,11 +7,11 @@ use super::state::{Op, OtherInvalidation, State};
 use super::{Pinned, Registration, IN_CORE, IN_CORE_WAITED};
 use crate::core_client::INVALIDATION;
 use crate::kmalloc_arc::{KmallocArc, KmallocBorrow};
-use crate::lock::StateGuard;
 use crate::p2p::{DeadPages, FreeCallback};
 use crate::stats::{self, ErrorKind, STATS};
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
+use kernel::sync::lock::{spinlock::SpinLockBackend, Guard};
 
 impl Registration {
     /// The free callback: invalidate through the core, then free the dead
@@ -43,7 +43,11 @@ impl Registration {
     /// its own unlock: the common callback carries nothing across its one.
     #[cold]
     #[inline(never)]
-    fn invalidate_uncommon(&self, mut st: StateGuard<'_, State>, callback: &InFreeCallback) {
+    fn invalidate_uncommon(
+        &self,
+        mut st: Guard<'_, State, SpinLockBackend>,
+        callback: &InFreeCallback,
+    ) {
         stats::inc(&STATS.invalidations_without_core);
         match st.invalidate_other() {
             OtherInvalidation::Again => {}
