@@ -12,7 +12,6 @@ mod client;
 mod core_client;
 mod core_generation;
 mod foreign;
-mod kmalloc_arc;
 mod kunit;
 mod modinfo;
 mod module_ref;

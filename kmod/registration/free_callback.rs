@@ -6,12 +6,12 @@
 use super::state::{Op, OtherInvalidation, State};
 use super::{Pinned, Registration, IN_CORE, IN_CORE_WAITED};
 use crate::core_client::INVALIDATION;
-use crate::kmalloc_arc::{KmallocArc, KmallocBorrow};
 use crate::p2p::{DeadPages, FreeCallback};
 use crate::stats::{self, ErrorKind, STATS};
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 use kernel::sync::lock::{spinlock::SpinLockBackend, Guard};
+use kernel::sync::{Arc, ArcBorrow};
 
 impl Registration {
     /// The free callback: invalidate through the core, then free the dead
@@ -216,11 +216,11 @@ impl InFreeCallback {
 }
 
 impl FreeCallback for Registration {
-    type Data = KmallocArc<Registration>;
+    type Data = Arc<Registration>;
 
     // Into the callback's adapter: one function on the provider's call.
     #[inline(always)]
-    fn on_free(this: KmallocBorrow<'_, Registration>) {
+    fn on_free(this: ArcBorrow<'_, Registration>) {
         // INVARIANT: the provider's free callback of `this`, for this call.
         this.invalidate(&InFreeCallback(()));
     }

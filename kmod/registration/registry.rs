@@ -8,18 +8,16 @@
 //! registration, [`RegistryLinks`]). The list owns one reference to each
 //! registration in it, which the core borrows ([`crate::registration::CoreRef`]).
 //!
-//! Hand-made rather than the kernel crate's `List`: that list holds
-//! `ListArc`s, i.e. the kernel crate's `Arc`, and a registration is a
-//! [`KmallocArc`] (see [`crate::kmalloc_arc`] for why). The lock is the C shim's: the
+//! The lock is the C shim's: the
 //! kernel crate of 6.12 has no global lock (`global_lock!` came later).
 //! Every access goes through a [`RegistryGuard`], which only [`lock`] makes;
 //! the links are `Cell`s, so the guard needs no mutable aliasing.
 
 use super::Registration;
-use crate::kmalloc_arc::KmallocArc;
 use crate::sys;
 use core::cell::Cell;
-use core::ptr::{self, NonNull};
+use core::ptr;
+use kernel::sync::Arc;
 
 /// A registration's links in the table: both null when it is in none, or
 /// when it is the only one (then the list's `first`).
@@ -56,7 +54,7 @@ impl RegistryLinks {
 /// through a [`RegistryGuard`], i.e. with `pm_registry_lock` held. The
 /// registrations linked from `first` through `next` (and from `last`
 /// through `prev`) are `len`, each kept alive by one reference that
-/// `insert` gave up ([`KmallocArc::into_raw`]) and `remove` takes back; one is
+/// `insert` gave up ([`Arc::into_raw`]) and `remove` takes back; one is
 /// in the list exactly if its `prev` is not null or it is `first`.
 struct Registry {
     first: Cell<*const Registration>,
@@ -180,26 +178,26 @@ impl Drop for RegistryGuard {
 /// Adds a registration, with the reference the table keeps. It must not
 /// be in the table already.
 #[inline(always)]
-pub(crate) fn insert(registration: KmallocArc<Registration>) {
+pub(crate) fn insert(registration: Arc<Registration>) {
     let mut table = lock();
     // INVARIANT: the reference is the list's until `remove` takes it back;
     // the registration lives as long as the list holds it.
-    let raw = registration.into_raw();
+    let raw = Arc::into_raw(registration);
     // SAFETY: `raw` is the registration whose reference the list now owns.
-    table.push_back(unsafe { raw.as_ref() });
+    table.push_back(unsafe { &*raw });
 }
 
 /// Removes a registration; returns the table's reference if it was there.
 /// The caller drops it after the lock is released.
 #[inline(always)]
-pub(crate) fn remove(registration: &Registration) -> Option<KmallocArc<Registration>> {
+pub(crate) fn remove(registration: &Registration) -> Option<Arc<Registration>> {
     if !lock().unlink(registration) {
         return None;
     }
     // SAFETY: it was in the list: its reference was given up by `insert`
     // (`into_raw` of this registration, at this address), and is taken back
     // once, now that it is unlinked.
-    Some(unsafe { KmallocArc::from_raw(NonNull::from(registration)) })
+    Some(unsafe { Arc::from_raw(registration) })
 }
 
 /// Number of live registrations.
