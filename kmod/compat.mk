@@ -29,7 +29,11 @@ pm_compat_bindgen_zeroable := $(call pm_probe,bindgen_parameters,=MaybeZeroable)
 # kunit_assert! takes the file name as a C string literal.
 pm_compat_kunit_cstr_file := $(call pm_probe,kernel/kunit.rs,static FILE: .*CStr = .file;)
 
+# impl_list_item! names the ListLinks field (`using ListLinks { self.f }`)
+# instead of taking it from impl_has_list_links!.
+pm_compat_list_item_field := $(call pm_probe,kernel/list/impl_list_item_mod.rs,using ListLinks \{ self)
+
 pm_compat_cfgs := $(foreach c,module_authors cstr_ext \
-	bindgen_zeroable kunit_cstr_file,\
+	bindgen_zeroable kunit_cstr_file list_item_field,\
 	$(if $(pm_compat_$(c)),--cfg pm_$(c)))
 rustflags-y += $(pm_compat_cfgs)

@@ -58,7 +58,7 @@
 //!    ours. The core may call dma_unmap and put_pages with it held; they
 //!    take the state lock only around their hand-off.
 //! 3. The registry lock ([`registry::lock`]): the list of live
-//!    registrations and every registration's [`RegistryLinks`]. debugfs
+//!    registrations and every registration's list links. debugfs
 //!    holds it while it takes state locks; acquire and release take it
 //!    alone.
 //! 4. The state lock of one registration ([`State`]): its pages, SG table,
@@ -95,9 +95,9 @@ use crate::stats::{ErrorKind, Failure};
 use core::fmt;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
-use kernel::sync::{new_spinlock, Arc, ArcBorrow, SpinLock};
+use kernel::list::{ListArc, ListLinks};
+use kernel::sync::{new_spinlock, ArcBorrow, SpinLock};
 use kernel::{bindings, ffi::c_void, prelude::*};
-use registry::RegistryLinks;
 use state::{Op, Stage, State};
 
 /// Pinned pages of a registration (its free callback is the registration's).
@@ -129,7 +129,8 @@ pub(crate) struct Registration {
     #[pin]
     state: SpinLock<State>,
     /// Links in the [`registry`]'s list, which its lock guards.
-    links: RegistryLinks,
+    #[pin]
+    links: ListLinks,
     range: GpuRange,
     /// The core's ticket, from its get_pages: valid once the stage (read
     /// under the state lock) is [`Stage::GotPages`]. Written once, under
@@ -163,6 +164,14 @@ const IN_CORE: u8 = 1;
 /// [`Registration::in_core`]: and a release sleeps until it comes out.
 const IN_CORE_WAITED: u8 = 2;
 
+// The registry's list holds registrations: one list, so one `ListArc`
+// each, made with the registration and kept by the registry until release
+// (no count of `ListArc`s needed).
+kernel::list::impl_list_arc_safe! {
+    impl ListArcSafe<0> for Registration { untracked; }
+}
+peermem_list_item!(Registration, links);
+
 /// The size of a registration's allocation by the kernel crate's `Arc`:
 /// the layout of its (`repr(C)`) `ArcInner`, a `refcount_t` padded to the
 /// registration's alignment, then the registration.
@@ -185,8 +194,8 @@ const _: () = assert!(core::mem::size_of::<bindings::spinlock_t>() > 4 || alloca
 ///
 /// # Invariants
 ///
-/// `0` is what [`Arc::into_raw`] gives for a registration that is in
-/// the registry, put there by the acquire that made this value; it stays
+/// `0` is the address of a registration (in its `Arc`) that is in the
+/// registry, put there by the acquire that made this value; it stays
 /// there until [`Registration::release`] consumes this value.
 pub(crate) struct CoreRef(NonNull<Registration>);
 
@@ -214,9 +223,10 @@ unsafe impl Foreign for CoreRef {
     #[inline(always)]
     unsafe fn borrow<'a>(ptr: *mut c_void) -> ArcBorrow<'a, Registration> {
         // SAFETY: `ptr` is a `CoreRef`'s (from `into_foreign`, not yet taken
-        // back: function's requirements): it came from `Arc::into_raw`,
-        // and the registry's reference keeps the registration alive until
-        // release, which the borrow does not outlive.
+        // back: function's requirements): the address of a registration in
+        // its `Arc` (what `Arc::into_raw` gives), and the registry's
+        // reference keeps the registration alive until release, which the
+        // borrow does not outlive.
         unsafe { ArcBorrow::from_raw(ptr.cast_const().cast()) }
     }
 
@@ -239,14 +249,14 @@ impl Registration {
         in_flight: Option<Op>,
         pinned: Option<Pinned>,
         stage: Stage,
-    ) -> core::result::Result<Arc<Self>, Failure> {
-        Arc::try_pin_init(
+    ) -> core::result::Result<ListArc<Self>, Failure> {
+        ListArc::pin_init(
             try_pin_init!(Self {
                 state <- new_spinlock!(
                     State::new(stage, in_flight, pinned),
                     "nvidia_peermem_rs:registration"
                 ),
-                links: RegistryLinks::new(),
+                links <- ListLinks::new(),
                 range,
                 core_context: AtomicU64::new(0),
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),

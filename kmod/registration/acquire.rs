@@ -91,7 +91,7 @@ impl Registration {
                 )?;
                 // The provider gets its own reference to the registration
                 // (the free callback's data).
-                let data = this.clone();
+                let data = this.clone_arc();
                 let Ok(page_table) = PageTable::pin_invalidating(range, data) else {
                     // Not GPU memory (or not pinnable): simply not ours.
                     // Nobody else holds the registration: it goes with
@@ -106,10 +106,10 @@ impl Registration {
             }
         };
         // The core borrows the registry's reference: the registration's
-        // address, which `Arc::into_raw` gives.
+        // address.
         let raw = NonNull::from(&*this);
         registry::insert(this);
-        // INVARIANT: the address `Arc::into_raw` gives, and in the
+        // INVARIANT: the registration's address, and in the
         // registry now.
         Ok(Some(CoreRef(raw)))
     }
