@@ -29,10 +29,9 @@ pm_compat_bindgen_zeroable := $(call pm_probe,bindgen_parameters,=MaybeZeroable)
 # kunit_assert! takes the file name as a C string literal.
 pm_compat_kunit_cstr_file := $(call pm_probe,kernel/kunit.rs,static FILE: .*CStr = .file;)
 
-# The kernel crate's lock `Backend` trait has `try_lock` and
-# `assert_is_held` (7.x): kmod/lock.rs's own spinlock backend implements
-# them too there.
-pm_compat_lock_backend_try_lock := $(call pm_probe,kernel/sync/lock.rs,unsafe fn try_lock.ptr:)
+# impl_list_item! names the ListLinks field (`using ListLinks { self.f }`)
+# instead of taking it from impl_has_list_links!.
+pm_compat_list_item_field := $(call pm_probe,kernel/list/impl_list_item_mod.rs,using ListLinks \{ self)
 
 # Not probed: what 7.x's kernel crate offers and 6.12's lacks, kept as
 # one implementation for both kernels (kmod/params.rs and kmod/debugfs.rs
@@ -49,6 +48,6 @@ pm_compat_lock_backend_try_lock := $(call pm_probe,kernel/sync/lock.rs,unsafe fn
 #   registry keeps one lock that both kernels build.
 
 pm_compat_cfgs := $(foreach c,module_authors cstr_ext \
-	bindgen_zeroable kunit_cstr_file lock_backend_try_lock,\
+	bindgen_zeroable kunit_cstr_file list_item_field,\
 	$(if $(pm_compat_$(c)),--cfg pm_$(c)))
 rustflags-y += $(pm_compat_cfgs)

@@ -12,6 +12,7 @@
 //! | `pm_cstr_ext`          | `CStr::as_char_ptr`     | `CStrExt::as_char_ptr`       |
 //! | `pm_bindgen_zeroable`  | plain bindgen structs   | `derive(MaybeZeroable)`      |
 //! | `pm_kunit_cstr_file`   | `kunit_assert!(.., "f")`| `kunit_assert!(.., c"f")`    |
+//! | `pm_list_item_field`   | `impl_list_item!` with `impl_has_list_links!` | `impl_list_item!` naming the field |
 //!
 //! Three facilities of 7.x's kernel crate that 6.12's lacks are not used
 //! on 7.x either, each for a reason its file gives: `module!`'s
@@ -79,6 +80,31 @@ macro_rules! peermem_module {
             authors: [$a],
             description: $d,
             license: $l,
+        }
+    };
+}
+
+/// `kernel::list::impl_list_item!` for `$t`, whose `ListLinks` is the field
+/// `$field`: 6.12's macro takes the field from `impl_has_list_links!`.
+#[cfg(not(pm_list_item_field))]
+macro_rules! peermem_list_item {
+    ($t:ident, $field:ident) => {
+        ::kernel::list::impl_has_list_links! {
+            impl HasListLinks<0> for $t { self.$field }
+        }
+        ::kernel::list::impl_list_item! {
+            impl ListItem<0> for $t { using ListLinks; }
+        }
+    };
+}
+
+/// `kernel::list::impl_list_item!` for `$t`, whose `ListLinks` is the field
+/// `$field`: 7.x's macro names the field itself.
+#[cfg(pm_list_item_field)]
+macro_rules! peermem_list_item {
+    ($t:ident, $field:ident) => {
+        ::kernel::list::impl_list_item! {
+            impl ListItem<0> for $t { using ListLinks { self.$field }; }
         }
     };
 }

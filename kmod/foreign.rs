@@ -5,10 +5,10 @@
 //! provider's free callback (pin to callback or unpin).
 //!
 //! The kernel crate's `ForeignOwnable` has another shape on each kernel of
-//! the matrix (`*const` or `*mut`, alignment, mutable borrows), and the
-//! registration is not one of its types ([`crate::kmalloc_arc`]): this is the
-//! part of it this module uses.
+//! the matrix (`*const` or `*mut`, alignment, mutable borrows), and lacks
+//! [`Foreign::release_shared`]: this is the part of it this module uses.
 
+use kernel::sync::{Arc, ArcBorrow};
 use kernel::{ffi::c_void, prelude::*};
 
 /// A value C keeps as a `void *`.
@@ -69,5 +69,41 @@ unsafe impl<T: 'static> Foreign for KBox<T> {
         // SAFETY: from `KBox::into_raw` in `into_foreign`, given back once
         // (function's requirements).
         unsafe { KBox::from_raw(ptr.cast()) }
+    }
+}
+
+// SAFETY: the pointer is `Arc::into_raw`'s, which `from_foreign` takes back
+// once (`Arc::from_raw`); until then the reference it stands for keeps the
+// object alive for every borrow.
+unsafe impl<T: Send + Sync + 'static> Foreign for Arc<T> {
+    type Borrowed<'a> = ArcBorrow<'a, T>;
+
+    #[inline(always)]
+    fn into_foreign(self) -> *mut c_void {
+        Arc::into_raw(self).cast_mut().cast()
+    }
+
+    #[inline(always)]
+    unsafe fn borrow<'a>(ptr: *mut c_void) -> ArcBorrow<'a, T> {
+        // SAFETY: from `Arc::into_raw` in `into_foreign`, and not taken back
+        // while the borrow lives (function's requirements): its reference
+        // keeps the count above 0.
+        unsafe { ArcBorrow::from_raw(ptr.cast_const().cast()) }
+    }
+
+    #[inline(always)]
+    unsafe fn from_foreign(ptr: *mut c_void) -> Self {
+        // SAFETY: from `Arc::into_raw` in `into_foreign`, given back once
+        // (function's requirements).
+        unsafe { Arc::from_raw(ptr.cast_const().cast()) }
+    }
+
+    #[inline(always)]
+    fn release_shared(self) -> Option<Self> {
+        // A count above one is decremented and this reference is gone; the
+        // last comes back (its count 1 again) for the caller to drop.
+        // `into_unique_or_drop` is a method on 6.12, an associated function
+        // on 7.x: this call is both.
+        Arc::into_unique_or_drop(self).map(Arc::from)
     }
 }

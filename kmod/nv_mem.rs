@@ -6,10 +6,10 @@
 //! [`Registration`], and which of them a configuration registers.
 
 use crate::client::{ClientTable, PeerMemoryClient, TableAbi};
-use crate::kmalloc_arc::KmallocBorrow;
 use crate::p2p::PciDevice;
 use crate::params::{ClientSet, Config, PeerDirectAbi};
 use crate::registration::{CoreRef, PinKind, Registration};
+use kernel::sync::ArcBorrow;
 use kernel::{bindings, prelude::*};
 
 /// The client that pins with a free callback and invalidates through the
@@ -30,7 +30,7 @@ macro_rules! forward_to_registration {
             }
 
             fn get_pages(
-                context: KmallocBorrow<'_, Registration>,
+                context: ArcBorrow<'_, Registration>,
                 addr: u64,
                 size: u64,
                 core_context: u64,
@@ -39,22 +39,22 @@ macro_rules! forward_to_registration {
             }
 
             fn dma_map(
-                context: KmallocBorrow<'_, Registration>,
+                context: ArcBorrow<'_, Registration>,
                 sg_head: &mut bindings::sg_table,
                 peer: Option<PciDevice>,
             ) -> Result<u32> {
                 context.dma_map(sg_head, peer)
             }
 
-            fn dma_unmap(context: KmallocBorrow<'_, Registration>, sg_head: &bindings::sg_table) {
+            fn dma_unmap(context: ArcBorrow<'_, Registration>, sg_head: &bindings::sg_table) {
                 context.dma_unmap(sg_head)
             }
 
-            fn put_pages(context: KmallocBorrow<'_, Registration>, sg_head: &bindings::sg_table) {
+            fn put_pages(context: ArcBorrow<'_, Registration>, sg_head: &bindings::sg_table) {
                 context.put_pages(sg_head)
             }
 
-            fn page_size(context: KmallocBorrow<'_, Registration>) -> u64 {
+            fn page_size(context: ArcBorrow<'_, Registration>) -> u64 {
                 context.page_size()
             }
 

@@ -18,9 +18,6 @@ mod core_generation;
 mod debugfs;
 mod exclusive;
 mod foreign;
-mod kmalloc_arc;
-#[macro_use]
-mod lock;
 mod modinfo;
 mod module_ref;
 mod nv_mem;

@@ -12,10 +12,7 @@ mod client;
 mod core_client;
 mod core_generation;
 mod foreign;
-mod kmalloc_arc;
 mod kunit;
-#[macro_use]
-mod lock;
 mod modinfo;
 mod module_ref;
 mod nv_mem;

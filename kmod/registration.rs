@@ -4,7 +4,7 @@
 //! release, and the state machine of its pages.
 //!
 //! Ownership, which is what makes the free callback safe:
-//! - the [`registry`] owns one reference ([`KmallocArc`]) from acquire to
+//! - the [`registry`] owns one reference ([`Arc`]) from acquire to
 //!   release, which the core borrows as its `client_context` ([`CoreRef`])
 //!   and release takes back;
 //! - while pages are pinned with a free callback, the provider owns another
@@ -17,7 +17,7 @@
 //!   provider ([`Stage::LeftToOwner`]) until the owner frees the memory or
 //!   exits, and the callback ends the registration;
 //! - the registration holds a module reference until its last reference
-//!   goes ([`crate::kmalloc_arc`]).
+//!   goes ([`Registration::module`]).
 //!
 //! Resources ([`Pinned`]) live in the state, or with the one thread that
 //! took them out to call the provider without our lock held (`in_flight`).
@@ -58,7 +58,7 @@
 //!    ours. The core may call dma_unmap and put_pages with it held; they
 //!    take the state lock only around their hand-off.
 //! 3. The registry lock ([`registry::lock`]): the list of live
-//!    registrations and every registration's [`RegistryLinks`]. debugfs
+//!    registrations and every registration's list links. debugfs
 //!    holds it while it takes state locks; acquire and release take it
 //!    alone.
 //! 4. The state lock of one registration ([`State`]): its pages, SG table,
@@ -89,16 +89,15 @@ mod state;
 pub(crate) mod stranded;
 
 use crate::foreign::Foreign;
-use crate::kmalloc_arc::{KmallocArc, KmallocBorrow};
-use crate::lock::StateLock;
 use crate::module_ref::ModuleRef;
 use crate::range::GpuRange;
 use crate::stats::{ErrorKind, Failure};
 use core::fmt;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use kernel::list::{ListArc, ListLinks};
+use kernel::sync::{new_spinlock, ArcBorrow, SpinLock};
 use kernel::{bindings, ffi::c_void, prelude::*};
-use registry::RegistryLinks;
 use state::{Op, Stage, State};
 
 /// Pinned pages of a registration (its free callback is the registration's).
@@ -128,9 +127,10 @@ static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 #[pin_data]
 pub(crate) struct Registration {
     #[pin]
-    state: StateLock<State>,
+    state: SpinLock<State>,
     /// Links in the [`registry`]'s list, which its lock guards.
-    links: RegistryLinks,
+    #[pin]
+    links: ListLinks,
     range: GpuRange,
     /// The core's ticket, from its get_pages: valid once the stage (read
     /// under the state lock) is [`Stage::GotPages`]. Written once, under
@@ -146,6 +146,16 @@ pub(crate) struct Registration {
     /// ([`IN_CORE_WAITED`]); 0 otherwise. Set under the state lock, where
     /// release looks first.
     in_core: AtomicU8,
+    /// This module's reference, put when the registration goes. The last
+    /// field, so dropped after every other one: the state's pages, SG
+    /// table and in-flight resources are gone before the module may be.
+    /// The kernel crate's `Arc` drops the value and then frees its
+    /// allocation, so the put comes before that `kfree`: what is left of
+    /// the module's code after the put is the rest of the `Arc`'s drop
+    /// (the `kfree`, the crate's generic code compiled into this module)
+    /// and the return to whoever dropped the last reference. The put
+    /// cannot come later without an allocation of our own.
+    module: ModuleRef,
 }
 
 /// [`Registration::in_core`]: a free callback is inside the core's
@@ -154,14 +164,27 @@ const IN_CORE: u8 = 1;
 /// [`Registration::in_core`]: and a release sleeps until it comes out.
 const IN_CORE_WAITED: u8 = 2;
 
-// The registration's allocation (a 4-byte count padded to 8, then the
-// registration) takes at most 128 bytes on a kernel without lock debugging
-// (a 4-byte spinlock): 64 KiB registrations cost 160 bytes with their SG
-// table, not 224.
-const _: () = assert!(
-    core::mem::size_of::<bindings::spinlock_t>() > 4
-        || crate::kmalloc_arc::object_size::<Registration>() <= 128
-);
+// The registry's list holds registrations: one list, so one `ListArc`
+// each, made with the registration and kept by the registry until release
+// (no count of `ListArc`s needed).
+kernel::list::impl_list_arc_safe! {
+    impl ListArcSafe<0> for Registration { untracked; }
+}
+peermem_list_item!(Registration, links);
+
+/// The size of a registration's allocation by the kernel crate's `Arc`:
+/// the layout of its (`repr(C)`) `ArcInner`, a `refcount_t` padded to the
+/// registration's alignment, then the registration.
+pub(crate) const fn allocation_size() -> usize {
+    let align = core::mem::align_of::<Registration>();
+    core::mem::size_of::<bindings::refcount_t>().next_multiple_of(align)
+        + core::mem::size_of::<Registration>()
+}
+
+// The registration's allocation takes at most 128 bytes on a kernel
+// without lock debugging (a 4-byte spinlock): 64 KiB registrations cost
+// 160 bytes with their SG table, not 224.
+const _: () = assert!(core::mem::size_of::<bindings::spinlock_t>() > 4 || allocation_size() <= 128);
 
 /// The core's handle on a registration, from acquire to release: the
 /// registry's reference, borrowed. A registration is in the [`registry`]
@@ -171,8 +194,8 @@ const _: () = assert!(
 ///
 /// # Invariants
 ///
-/// `0` is what [`KmallocArc::into_raw`] gives for a registration that is in
-/// the registry, put there by the acquire that made this value; it stays
+/// `0` is the address of a registration (in its `Arc`) that is in the
+/// registry, put there by the acquire that made this value; it stays
 /// there until [`Registration::release`] consumes this value.
 pub(crate) struct CoreRef(NonNull<Registration>);
 
@@ -185,12 +208,12 @@ impl CoreRef {
     }
 }
 
-// SAFETY: `borrow` gives a `KmallocBorrow` of the registry's reference, which
+// SAFETY: `borrow` gives an `ArcBorrow` of the registry's reference, which
 // lives until `from_foreign`'s value is given to `Registration::release`;
 // the pointer is `CoreRef`'s own, so `from_foreign` gives back the `CoreRef`
 // `into_foreign` took (and its invariant).
 unsafe impl Foreign for CoreRef {
-    type Borrowed<'a> = KmallocBorrow<'a, Registration>;
+    type Borrowed<'a> = ArcBorrow<'a, Registration>;
 
     #[inline(always)]
     fn into_foreign(self) -> *mut c_void {
@@ -198,12 +221,13 @@ unsafe impl Foreign for CoreRef {
     }
 
     #[inline(always)]
-    unsafe fn borrow<'a>(ptr: *mut c_void) -> KmallocBorrow<'a, Registration> {
+    unsafe fn borrow<'a>(ptr: *mut c_void) -> ArcBorrow<'a, Registration> {
         // SAFETY: `ptr` is a `CoreRef`'s (from `into_foreign`, not yet taken
-        // back: function's requirements): it came from `KmallocArc::into_raw`,
-        // and the registry's reference keeps the registration alive until
-        // release, which the borrow does not outlive.
-        unsafe { KmallocBorrow::from_raw(NonNull::new_unchecked(ptr.cast())) }
+        // back: function's requirements): the address of a registration in
+        // its `Arc` (what `Arc::into_raw` gives), and the registry's
+        // reference keeps the registration alive until release, which the
+        // borrow does not outlive.
+        unsafe { ArcBorrow::from_raw(ptr.cast_const().cast()) }
     }
 
     #[inline(always)]
@@ -225,21 +249,22 @@ impl Registration {
         in_flight: Option<Op>,
         pinned: Option<Pinned>,
         stage: Stage,
-    ) -> core::result::Result<KmallocArc<Self>, Failure> {
-        KmallocArc::pin_init(
-            module,
+    ) -> core::result::Result<ListArc<Self>, Failure> {
+        ListArc::pin_init(
             try_pin_init!(Self {
-                state <- new_state_lock!(
+                state <- new_spinlock!(
                     State::new(stage, in_flight, pinned),
                     "nvidia_peermem_rs:registration"
                 ),
-                links: RegistryLinks::new(),
+                links <- ListLinks::new(),
                 range,
                 core_context: AtomicU64::new(0),
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 kind,
                 in_core: AtomicU8::new(0),
+                module,
             }),
+            GFP_KERNEL,
         )
         .map_err(|e| Failure::new(ErrorKind::NoMemory, e))
     }

@@ -104,19 +104,17 @@ pub(super) fn debugfs_lines_and_counters() {
     mock::reset(0);
 }
 
-/// The registration's allocation (a 4-byte count padded to 8, then the
-/// registration) takes at most 192 bytes as long as a spinlock takes at
+/// The registration's allocation (the kernel crate's `Arc`: a 4-byte count
+/// padded to 8, then the registration) takes at most 192 bytes as long as a spinlock takes at
 /// most 64 bytes (lockdep without lock statistics), and at most 128 with
 /// the 4-byte spinlock of a kernel without lock debugging (a 64 KiB
 /// registration then takes 160 bytes with its SG table, not 224). The second check holds on any kernel:
 /// it takes this kernel's spinlock out and puts a 4-byte one (padded to 8
 /// before the state) in.
 pub(super) fn registration_size() {
-    use crate::kmalloc_arc::object_size;
-    use crate::lock::StateLock;
-    use crate::registration::Registration;
+    use crate::registration::allocation_size;
     use core::mem::size_of;
-    check!(size_of::<StateLock<()>>() > 64 || object_size::<Registration>() <= 192);
+    check!(size_of::<kernel::sync::SpinLock<()>>() > 64 || allocation_size() <= 192);
     let lock = size_of::<kernel::bindings::spinlock_t>().next_multiple_of(8);
-    check!(object_size::<Registration>() - lock + 8 <= 128);
+    check!(allocation_size() - lock + 8 <= 128);
 }

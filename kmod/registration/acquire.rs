@@ -5,7 +5,6 @@
 
 use super::state::{Op, PinningEnd, Stage};
 use super::{registry, stranded, CoreRef, PinKind, Pinned, Registration};
-use crate::kmalloc_arc::KmallocArc;
 use crate::module_ref::ModuleRef;
 use crate::p2p::PageTable;
 use crate::range::GpuRange;
@@ -92,7 +91,7 @@ impl Registration {
                 )?;
                 // The provider gets its own reference to the registration
                 // (the free callback's data).
-                let data = KmallocArc::from(this.as_borrow());
+                let data = this.clone_arc();
                 let Ok(page_table) = PageTable::pin_invalidating(range, data) else {
                     // Not GPU memory (or not pinnable): simply not ours.
                     // Nobody else holds the registration: it goes with
@@ -107,10 +106,10 @@ impl Registration {
             }
         };
         // The core borrows the registry's reference: the registration's
-        // address, which `KmallocArc::into_raw` gives.
+        // address.
         let raw = NonNull::from(&*this);
         registry::insert(this);
-        // INVARIANT: the address `KmallocArc::into_raw` gives, and in the
+        // INVARIANT: the registration's address, and in the
         // registry now.
         Ok(Some(CoreRef(raw)))
     }

@@ -6,18 +6,18 @@
 use super::state::Op;
 use super::{registry, CoreRef, PinKind, Pinned, Registration};
 use crate::core_client::INVALIDATION;
-use crate::kmalloc_arc::KmallocBorrow;
 use crate::p2p::PciDevice;
 use crate::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::sg::{SgPlan, SgTable};
 use crate::stats::{self, ErrorKind, Failure, STATS};
 use core::sync::atomic::Ordering;
+use kernel::sync::ArcBorrow;
 use kernel::{bindings, prelude::*};
 
 impl Registration {
     /// The core's get_pages: takes the pin acquire kept (no provider call).
     pub(crate) fn get_pages(
-        this: KmallocBorrow<'_, Self>,
+        this: ArcBorrow<'_, Self>,
         addr: u64,
         size: u64,
         core_context: u64,
@@ -35,7 +35,7 @@ impl Registration {
     }
 
     pub(super) fn try_get_pages(
-        this: KmallocBorrow<'_, Self>,
+        this: ArcBorrow<'_, Self>,
         addr: u64,
         size: u64,
         core_context: u64,

@@ -6,12 +6,12 @@
 use super::state::{Op, OtherInvalidation, State};
 use super::{Pinned, Registration, IN_CORE, IN_CORE_WAITED};
 use crate::core_client::INVALIDATION;
-use crate::kmalloc_arc::{KmallocArc, KmallocBorrow};
-use crate::lock::StateGuard;
 use crate::p2p::{DeadPages, FreeCallback};
 use crate::stats::{self, ErrorKind, STATS};
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
+use kernel::sync::lock::{spinlock::SpinLockBackend, Guard};
+use kernel::sync::{Arc, ArcBorrow};
 
 impl Registration {
     /// The free callback: invalidate through the core, then free the dead
@@ -43,7 +43,11 @@ impl Registration {
     /// its own unlock: the common callback carries nothing across its one.
     #[cold]
     #[inline(never)]
-    fn invalidate_uncommon(&self, mut st: StateGuard<'_, State>, callback: &InFreeCallback) {
+    fn invalidate_uncommon(
+        &self,
+        mut st: Guard<'_, State, SpinLockBackend>,
+        callback: &InFreeCallback,
+    ) {
         stats::inc(&STATS.invalidations_without_core);
         match st.invalidate_other() {
             OtherInvalidation::Again => {}
@@ -212,11 +216,11 @@ impl InFreeCallback {
 }
 
 impl FreeCallback for Registration {
-    type Data = KmallocArc<Registration>;
+    type Data = Arc<Registration>;
 
     // Into the callback's adapter: one function on the provider's call.
     #[inline(always)]
-    fn on_free(this: KmallocBorrow<'_, Registration>) {
+    fn on_free(this: ArcBorrow<'_, Registration>) {
         // INVARIANT: the provider's free callback of `this`, for this call.
         this.invalidate(&InFreeCallback(()));
     }

@@ -3,64 +3,31 @@
 //! The table of live registrations (acquired and not yet released), for
 //! debugfs. A registration enters it at acquire and leaves it at release.
 //!
-//! An intrusive doubly linked list under the C shim's spinlock: inserting
-//! and removing are O(1) and allocate nothing (the links live in the
-//! registration, [`RegistryLinks`]). The list owns one reference to each
-//! registration in it, which the core borrows ([`crate::registration::CoreRef`]).
+//! The kernel crate's intrusive [`List`] under the C shim's spinlock:
+//! inserting and removing are O(1) and allocate nothing (the links live in
+//! the registration). The list owns one reference to each registration in
+//! it, a [`ListArc`], which the core borrows
+//! ([`crate::registration::CoreRef`]).
 //!
-//! Hand-made rather than the kernel crate's `List`: that list holds
-//! `ListArc`s, i.e. the kernel crate's `Arc`, and a registration is a
-//! [`KmallocArc`] (see [`crate::kmalloc_arc`] for why). The lock is the C shim's: the
-//! kernel crate of 6.12 has no global lock (`global_lock!` came later).
-//! Every access goes through a [`RegistryGuard`], which only [`lock`] makes;
-//! the links are `Cell`s, so the guard needs no mutable aliasing.
+//! The lock is the C shim's: the kernel crate of 6.12 has no global lock
+//! (`global_lock!` came later). Every access goes through a
+//! [`RegistryGuard`], which only [`lock`] makes.
 
 use super::Registration;
-use crate::kmalloc_arc::KmallocArc;
 use crate::sys;
-use core::cell::Cell;
-use core::ptr::{self, NonNull};
-
-/// A registration's links in the table: both null when it is in none, or
-/// when it is the only one (then the list's `first`).
-///
-/// # Invariants
-///
-/// Read and written only with the table's lock held (through a
-/// [`RegistryGuard`]).
-pub(crate) struct RegistryLinks {
-    prev: Cell<*const Registration>,
-    next: Cell<*const Registration>,
-}
-
-// SAFETY: only touched under the table's spinlock (type invariant).
-unsafe impl Send for RegistryLinks {}
-// SAFETY: as above.
-unsafe impl Sync for RegistryLinks {}
-
-impl RegistryLinks {
-    /// Links of a registration in no list.
-    pub(crate) const fn new() -> Self {
-        Self {
-            prev: Cell::new(ptr::null()),
-            next: Cell::new(ptr::null()),
-        }
-    }
-}
+use core::cell::{Cell, UnsafeCell};
+use kernel::list::{List, ListArc};
+use kernel::sync::{Arc, ArcBorrow};
 
 /// The table, guarded by the C shim's spinlock.
 ///
 /// # Invariants
 ///
-/// Its fields, and the links of every registration, are only accessed
-/// through a [`RegistryGuard`], i.e. with `pm_registry_lock` held. The
-/// registrations linked from `first` through `next` (and from `last`
-/// through `prev`) are `len`, each kept alive by one reference that
-/// `insert` gave up ([`KmallocArc::into_raw`]) and `remove` takes back; one is
-/// in the list exactly if its `prev` is not null or it is `first`.
+/// Its fields are only accessed through a [`RegistryGuard`], i.e. with
+/// `pm_registry_lock` held; `len` is the number of registrations in
+/// `list`.
 struct Registry {
-    first: Cell<*const Registration>,
-    last: Cell<*const Registration>,
+    list: UnsafeCell<List<Registration>>,
     len: Cell<usize>,
 }
 
@@ -69,8 +36,7 @@ struct Registry {
 unsafe impl Sync for Registry {}
 
 static REGISTRY: Registry = Registry {
-    first: Cell::new(ptr::null()),
-    last: Cell::new(ptr::null()),
+    list: UnsafeCell::new(List::new()),
     len: Cell::new(0),
 };
 
@@ -96,76 +62,28 @@ pub(crate) fn lock() -> RegistryGuard {
 }
 
 impl RegistryGuard {
-    /// The table, which the lock guards.
-    fn table(&self) -> &'static Registry {
-        &REGISTRY
+    /// The list, which the lock guards.
+    fn list(&self) -> &List<Registration> {
+        // SAFETY: the lock is held and this guard is the only one (type
+        // invariant): nothing changes the list while `self` is borrowed.
+        unsafe { &*REGISTRY.list.get() }
     }
 
-    /// The links of `registration`, which the lock guards.
-    fn links<'a>(&'a self, registration: &'a Registration) -> &'a RegistryLinks {
-        &registration.links
-    }
-
-    /// The registration at `entry`, a pointer read from the table or from
-    /// the links of a registration in it (null for none).
-    fn member(&self, entry: *const Registration) -> Option<&Registration> {
-        // SAFETY: a pointer read from the table or the links under the lock
-        // is null or a registration in the list, which is alive while it is
-        // there, and it stays there while the lock is held (type
-        // invariants).
-        unsafe { entry.as_ref() }
+    /// The list, which the lock guards, to change.
+    fn list_mut(&mut self) -> &mut List<Registration> {
+        // SAFETY: the lock is held and this guard is the only one (type
+        // invariant), borrowed mutably: no other reference to the list.
+        unsafe { &mut *REGISTRY.list.get() }
     }
 
     /// Number of live registrations.
     pub(crate) fn len(&self) -> usize {
-        self.table().len.get()
+        REGISTRY.len.get()
     }
 
     /// The live registrations, oldest first.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Registration> {
-        let mut next = self.table().first.get();
-        core::iter::from_fn(move || {
-            let registration = self.member(next)?;
-            next = self.links(registration).next.get();
-            Some(registration)
-        })
-    }
-
-    /// Links `registration`, whose reference the list now owns, at the end.
-    fn push_back(&mut self, registration: &Registration) {
-        let table = self.table();
-        let last = table.last.get();
-        let links = self.links(registration);
-        links.prev.set(last);
-        links.next.set(ptr::null());
-        match self.member(last) {
-            Some(last) => self.links(last).next.set(registration),
-            None => table.first.set(registration),
-        }
-        table.last.set(registration);
-        table.len.set(table.len.get() + 1);
-    }
-
-    /// Unlinks `registration`; false if it was not in the list.
-    fn unlink(&mut self, registration: &Registration) -> bool {
-        let table = self.table();
-        let links = self.links(registration);
-        let (prev, next) = (links.prev.get(), links.next.get());
-        if prev.is_null() && !ptr::eq(table.first.get(), registration) {
-            return false;
-        }
-        links.prev.set(ptr::null());
-        links.next.set(ptr::null());
-        match self.member(prev) {
-            Some(prev) => self.links(prev).next.set(next),
-            None => table.first.set(next),
-        }
-        match self.member(next) {
-            Some(next) => self.links(next).prev.set(prev),
-            None => table.last.set(prev),
-        }
-        table.len.set(table.len.get() - 1);
-        true
+    pub(crate) fn iter(&self) -> impl Iterator<Item = ArcBorrow<'_, Registration>> {
+        self.list().iter()
     }
 }
 
@@ -177,29 +95,25 @@ impl Drop for RegistryGuard {
     }
 }
 
-/// Adds a registration, with the reference the table keeps. It must not
-/// be in the table already.
+/// Adds a registration, with the reference the table keeps.
 #[inline(always)]
-pub(crate) fn insert(registration: KmallocArc<Registration>) {
+pub(crate) fn insert(registration: ListArc<Registration>) {
     let mut table = lock();
-    // INVARIANT: the reference is the list's until `remove` takes it back;
-    // the registration lives as long as the list holds it.
-    let raw = registration.into_raw();
-    // SAFETY: `raw` is the registration whose reference the list now owns.
-    table.push_back(unsafe { raw.as_ref() });
+    table.list_mut().push_back(registration);
+    // INVARIANT: one more in the list.
+    REGISTRY.len.set(REGISTRY.len.get() + 1);
 }
 
 /// Removes a registration; returns the table's reference if it was there.
 /// The caller drops it after the lock is released.
 #[inline(always)]
-pub(crate) fn remove(registration: &Registration) -> Option<KmallocArc<Registration>> {
-    if !lock().unlink(registration) {
-        return None;
-    }
-    // SAFETY: it was in the list: its reference was given up by `insert`
-    // (`into_raw` of this registration, at this address), and is taken back
-    // once, now that it is unlinked.
-    Some(unsafe { KmallocArc::from_raw(NonNull::from(registration)) })
+pub(crate) fn remove(registration: &Registration) -> Option<Arc<Registration>> {
+    let mut table = lock();
+    // SAFETY: this is the only list a registration is ever put in.
+    let removed = unsafe { table.list_mut().remove(registration) }?;
+    // INVARIANT: one less in the list.
+    REGISTRY.len.set(REGISTRY.len.get() - 1);
+    Some(removed.into_arc())
 }
 
 /// Number of live registrations.
