@@ -58,33 +58,55 @@ run_kunit() {
 	rmmod "${ko%.ko}"
 }
 
-# The scenarios' results in KTAP too, as KUnit and the kernel's selftests
-# print theirs: a plan of one test per scenario line, then each scenario's
-# "ok N ID", "ok N ID # SKIP" or "not ok N ID" after it ran. A scenario
+# The scenarios' results as a KTAP document, the format of KUnit and the
+# kernel's selftests: a plan of one test per scenario line, then for each
+# scenario, once it ran, its reports as diagnostics ("# report: pass
+# ops=3", one per pass, fail or skip of lib.sh, which writes them to
+# $SCENARIO_REPORT) and its result line, "ok N ID", "ok N ID # SKIP" (one
+# skip report) or "not ok N ID" (a fail, none, or more than one). A scenario
 # that must fail (a `caught` line follows it: a planted defect, or a known
-# red of NVIDIA's module) is marked "# TODO", KTAP's expected failure. The line waits for the next directive
-# to know that. lib.sh's pass, fail and skip write the outcome word to
-# $SCENARIO_OUTCOME; none, or more than one, is a failure.
-export SCENARIO_OUTCOME=/tmp/scenario-outcome
+# red of NVIDIA's module) is marked "# TODO", KTAP's expected failure; the
+# line waits for the next directive to know that.
+#
+# Every line of the document starts with "PEERMEM-KTAP ": the kernel's own
+# KTAP (KUnit's, printed when a test module loads) shares this console, as
+# printk lines; the prefix tells ours apart as the printk timestamp tells
+# the kernel's, and KTAP readers strip a prefix they find before the
+# version line (kunit.py parse does).
+export SCENARIO_REPORT=/tmp/scenario-report
 ktap_n=0
 ktap_line=
+ktap_reports=
+nl='
+'
 
-# ktap_flush [TODO-REASON]: prints the last scenario's KTAP line.
+ktap() {
+	echo "PEERMEM-KTAP $*"
+}
+
+# ktap_flush [TODO-REASON]: prints the last scenario's reports and KTAP line.
 ktap_flush() {
 	[ -n "$ktap_line" ] || return 0
+	if [ -n "$ktap_reports" ]; then
+		printf '%s\n' "$ktap_reports" | while IFS= read -r r; do
+			ktap "# report: $r"
+		done
+	fi
 	case "$ktap_line" in
-	*"#"*) echo "$ktap_line" ;;
-	*) echo "$ktap_line${1:+ # TODO $1}" ;;
+	*"#"*) ktap "$ktap_line" ;;
+	*) ktap "$ktap_line${1:+ # TODO $1}" ;;
 	esac
 	ktap_line=
 }
 
-# ktap_result ID: the KTAP line of scenario ID, from its outcome file.
+# ktap_result ID: the KTAP line of scenario ID, from its reports.
 ktap_result() {
 	ktap_n=$((ktap_n + 1))
-	case "$(cat "$SCENARIO_OUTCOME" 2>/dev/null)" in
-	pass) ktap_line="ok $ktap_n $1" ;;
-	skip) ktap_line="ok $ktap_n $1 # SKIP" ;;
+	ktap_reports=$(cat "$SCENARIO_REPORT" 2>/dev/null)
+	case "$ktap_reports" in
+	*"$nl"*) ktap_line="not ok $ktap_n $1" ;;
+	pass | "pass "*) ktap_line="ok $ktap_n $1" ;;
+	skip | "skip "*) ktap_line="ok $ktap_n $1 # SKIP" ;;
 	*) ktap_line="not ok $ktap_n $1" ;;
 	esac
 }
@@ -99,8 +121,9 @@ run_scenario() {
 	export SCENARIO_ID="$id"
 	echo "PEERMEM-SCENARIO-BEGIN $id"
 	read -r t0 _ </proc/uptime
-	: >"$SCENARIO_OUTCOME"
+	: >"$SCENARIO_REPORT"
 	if [ ! -f "/scenarios/$name.sh" ]; then
+		echo "fail reason=no-such-scenario-script" >"$SCENARIO_REPORT"
 		echo "SCENARIO-RESULT $id fail reason=no-such-scenario-script"
 		ktap_result "$id"
 		return
@@ -143,8 +166,8 @@ done
 
 ktap_plan=$(sed -e 's/#.*//' "$file" | grep -c '^[[:space:]]*scenario[[:space:]]')
 if [ "$ktap_plan" -gt 0 ]; then
-	echo "KTAP version 1"
-	echo "1..$ktap_plan"
+	ktap "KTAP version 1"
+	ktap "1..$ktap_plan"
 fi
 while read -r directive rest; do
 	if [ "$directive" = caught ]; then
