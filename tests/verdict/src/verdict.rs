@@ -499,6 +499,39 @@ mod tests {
         assert_eq!(judge(&s, &facts(&log), false).counts().failed, 1);
     }
 
+    /// A scenario document that breaks KTAP's rules fails the boot's
+    /// `completed` test, whatever its result lines say.
+    #[test]
+    fn a_malformed_scenario_document_fails_the_boot() {
+        let s = suite("scenario sc\n");
+        let good = "PEERMEM-KTAP KTAP version 1\nPEERMEM-KTAP 1..1\nPEERMEM-SCENARIO-BEGIN sc\n\
+                    PEERMEM-KTAP # report: pass\nPEERMEM-KTAP ok 1 sc\n\
+                    PEERMEM-KMEMLEAK scanned\nPEERMEM-SUITE-DONE s\n";
+        assert_eq!(
+            counts(&judge(&s, &analyse(good).unwrap(), false)),
+            (4, 0, 0)
+        );
+        for (broken, why) in [
+            (good.replace("PEERMEM-KTAP 1..1\n", ""), "no KTAP plan"),
+            (
+                good.replace("1..1", "1..2"),
+                "announced 2 tests, 1 result lines",
+            ),
+            (
+                good.replace("ok 1 sc\n", "ok 1 sc\nPEERMEM-KTAP ok 1 sc\n"),
+                "test number 1 twice",
+            ),
+            (
+                good.replace("PEERMEM-KTAP ok 1 sc\n", "PEERMEM-KTAP ok 1 other\n"),
+                "scenario sc started (log line 3) and has no KTAP result line",
+            ),
+        ] {
+            let v = judge(&s, &analyse(&broken).unwrap(), false);
+            let t = named(&v, "vm:s:completed");
+            assert!(!t.passed && t.reason.contains(why), "{why}: {t:?}");
+        }
+    }
+
     #[test]
     fn teeth_must_fail_for_the_planted_reason() {
         let s = suite("scenario a\ncaught \"KASAN: slab-use-after-free\"\nscenario b\n");
