@@ -540,7 +540,7 @@ mod tests {
             ("mofed51", "1", "inversion", "reported")
         );
         assert_eq!(c.result, "pass");
-        // a missing result line: the cell fails and says it does not know
+        // a missing report: the cell fails and says it does not know
         let c = &r.lock_order_matrix[1];
         assert_eq!((c.observed.as_str(), c.result.as_str()), ("?", "fail"));
         assert!(render(&r).contains("lock-order matrix"));

@@ -166,8 +166,8 @@ fn judge_teeth(mut t: TestResult, results: Option<usize>, pattern: &str) -> Test
         ("the planted defect", "the planted defect went uncaught")
     };
     let failure = match results {
-        None | Some(0) => Some("no result line".to_string()),
-        Some(n) if n != 1 => Some(format!("{n} result lines instead of one")),
+        None | Some(0) => Some("no report (pass, fail or skip)".to_string()),
+        Some(n) if n != 1 => Some(format!("{n} reports instead of one")),
         _ if t.skipped => Some(format!(
             "the scenario skipped, {what} went untested: {}",
             t.reason
@@ -220,7 +220,10 @@ pub fn judge(suite: &Suite, facts: &LogFacts, timed_out: bool) -> SuiteVerdict {
 
     for id in &suite.scenarios {
         let mut t = match facts.scenarios.get(id) {
-            None => result(format!("scenario:{id}"), Some("no result line".into())),
+            None => result(
+                format!("scenario:{id}"),
+                Some("no report (pass, fail or skip)".into()),
+            ),
             Some(r) => {
                 let reason = |default: &str| {
                     r.figures
@@ -231,7 +234,7 @@ pub fn judge(suite: &Suite, facts: &LogFacts, timed_out: bool) -> SuiteVerdict {
                 let mut t = if r.count != 1 {
                     result(
                         format!("scenario:{id}"),
-                        Some(format!("{} result lines instead of one", r.count)),
+                        Some(format!("{} reports instead of one", r.count)),
                     )
                 } else {
                     match r.outcome {
@@ -267,7 +270,7 @@ pub fn judge(suite: &Suite, facts: &LogFacts, timed_out: bool) -> SuiteVerdict {
             .push("the VM never printed PEERMEM-SUITE-DONE (crash, hang or early exit)".into());
     } else if !unknown.is_empty() {
         incomplete.push(format!(
-            "result lines for scenarios the suite does not list: {}",
+            "KTAP result lines for scenarios the suite does not list: {}",
             unknown
                 .iter()
                 .map(|s| s.as_str())
@@ -489,7 +492,7 @@ mod tests {
             false,
         );
         assert_eq!(counts(&v), (3, 2, 0));
-        // scenario failure, and a duplicate result line
+        // scenario failure, and a second report
         let log = GOOD.replace("sc pass", "sc fail");
         assert_eq!(judge(&s, &facts(&log), false).counts().failed, 1);
         let log = format!("{GOOD}REPORT sc pass\n");
