@@ -1,8 +1,9 @@
 # shellcheck shell=sh
 # Helpers for scenario scripts run inside the test VM. Source it first:
 #   . /scenarios/lib.sh
-# A scenario ends with exactly one `pass`, `fail` or `skip`; exiting without
-# any reports a failure. Figures are key=value words: pass ops=100 leaks=0.
+# A scenario ends with exactly one `pass`, `fail` or `skip` (its report, which
+# guest-init prints in the scenarios' KTAP document); exiting without any
+# reports a failure. Figures are key=value words: pass ops=100 leaks=0.
 
 SCENARIO_ID=${SCENARIO_ID:-$(basename "$0" .sh)}
 # Where each report goes: guest-init's file, from which it prints the
@@ -20,7 +21,6 @@ _report() {
 	_rl="$*"
 	# shellcheck disable=SC3060 # busybox ash has ${var//pattern/string}
 	echo "${_rl//"$_kv_nl"/ }" >>"$SCENARIO_REPORT"
-	echo "SCENARIO-RESULT $SCENARIO_ID ${_rl//"$_kv_nl"/ }"
 }
 
 # no_result: the failure of a scenario that exited without reporting.

@@ -124,7 +124,6 @@ run_scenario() {
 	: >"$SCENARIO_REPORT"
 	if [ ! -f "/scenarios/$name.sh" ]; then
 		echo "fail reason=no-such-scenario-script" >"$SCENARIO_REPORT"
-		echo "SCENARIO-RESULT $id fail reason=no-such-scenario-script"
 		ktap_result "$id"
 		return
 	fi
