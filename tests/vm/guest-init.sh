@@ -60,13 +60,12 @@ run_kunit() {
 
 # The scenarios' results as a KTAP document, the format of KUnit and the
 # kernel's selftests: a plan of one test per scenario line, then for each
-# scenario, once it ran, its reports as diagnostics ("# report: pass
-# ops=3", one per pass, fail or skip of lib.sh, which writes them to
+# scenario, as soon as it ended, its reports as diagnostics ("# report:
+# pass ops=3", one per pass, fail or skip of lib.sh, which writes them to
 # $SCENARIO_REPORT) and its result line, "ok N ID", "ok N ID # SKIP" (one
 # skip report) or "not ok N ID" (a fail, none, or more than one). A scenario
 # that must fail (a `caught` line follows it: a planted defect, or a known
-# red of NVIDIA's module) is marked "# TODO", KTAP's expected failure; the
-# line waits for the next directive to know that.
+# red of NVIDIA's module) is marked "# TODO", KTAP's expected failure.
 #
 # Every line of the document starts with "PEERMEM-KTAP ": the kernel's own
 # KTAP (KUnit's, printed when a test module loads) shares this console, as
@@ -75,8 +74,6 @@ run_kunit() {
 # version line (kunit.py parse does).
 export SCENARIO_REPORT=/tmp/scenario-report
 ktap_n=0
-ktap_line=
-ktap_reports=
 nl='
 '
 
@@ -84,30 +81,24 @@ ktap() {
 	echo "PEERMEM-KTAP $*"
 }
 
-# ktap_flush [TODO-REASON]: prints the last scenario's reports and KTAP line.
-ktap_flush() {
-	[ -n "$ktap_line" ] || return 0
-	if [ -n "$ktap_reports" ]; then
-		printf '%s\n' "$ktap_reports" | while IFS= read -r r; do
+# ktap_result ID: prints scenario ID's reports and KTAP line.
+ktap_result() {
+	ktap_n=$((ktap_n + 1))
+	_reports=$(cat "$SCENARIO_REPORT" 2>/dev/null)
+	if [ -n "$_reports" ]; then
+		printf '%s\n' "$_reports" | while IFS= read -r r; do
 			ktap "# report: $r"
 		done
 	fi
-	case "$ktap_line" in
-	*"#"*) ktap "$ktap_line" ;;
-	*) ktap "$ktap_line${1:+ # TODO $1}" ;;
+	_todo=
+	case "$ktap_must_fail" in
+	*" $ktap_n "*) _todo=" # TODO must fail: a caught line follows" ;;
 	esac
-	ktap_line=
-}
-
-# ktap_result ID: the KTAP line of scenario ID, from its reports.
-ktap_result() {
-	ktap_n=$((ktap_n + 1))
-	ktap_reports=$(cat "$SCENARIO_REPORT" 2>/dev/null)
-	case "$ktap_reports" in
-	*"$nl"*) ktap_line="not ok $ktap_n $1" ;;
-	pass | "pass "*) ktap_line="ok $ktap_n $1" ;;
-	skip | "skip "*) ktap_line="ok $ktap_n $1 # SKIP" ;;
-	*) ktap_line="not ok $ktap_n $1" ;;
+	case "$_reports" in
+	*"$nl"*) ktap "not ok $ktap_n $1$_todo" ;;
+	pass | "pass "*) ktap "ok $ktap_n $1$_todo" ;;
+	skip | "skip "*) ktap "ok $ktap_n $1 # SKIP" ;;
+	*) ktap "not ok $ktap_n $1$_todo" ;;
 	esac
 }
 
@@ -164,16 +155,13 @@ done
 # only when peermem.kmemleak=each (see lib.sh); finish always does.
 
 ktap_plan=$(sed -e 's/#.*//' "$file" | grep -c '^[[:space:]]*scenario[[:space:]]')
+# The numbers of the scenarios that must fail, between spaces.
+ktap_must_fail=" $(sed -e 's/#.*//' "$file" | awk '$1 == "scenario" { n++ } $1 == "caught" { printf "%d ", n }')"
 if [ "$ktap_plan" -gt 0 ]; then
 	ktap "KTAP version 1"
 	ktap "1..$ktap_plan"
 fi
 while read -r directive rest; do
-	if [ "$directive" = caught ]; then
-		ktap_flush "must fail: a caught line follows"
-	else
-		ktap_flush
-	fi
 	case "$directive" in
 	kunit)
 		# shellcheck disable=SC2086
@@ -187,6 +175,5 @@ while read -r directive rest; do
 done <<EOS
 $(sed -e 's/#.*//' "$file")
 EOS
-ktap_flush
 
 finish
