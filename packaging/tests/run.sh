@@ -783,10 +783,10 @@ test_vm() {
 	k=$("$repo/tests/build-all.sh") || die "tests/build-all.sh failed"
 	PEERMEM_VM_EXTRA=$out/vm-extra "$repo/tests/run-vm-suites.sh" "$k" "$res/vm" \
 		"$repo/tests/vm/suites/packaging.suite" || {
-		grep -h "SCENARIO-RESULT" "$res/vm/packaging/console.log" 2>/dev/null
+		grep -h "^PEERMEM-KTAP " "$res/vm/packaging/console.log" 2>/dev/null
 		die "packaging.suite failed (log: $res/vm/packaging/console.log)"
 	}
-	grep -h "SCENARIO-RESULT" "$res/vm/packaging/console.log"
+	grep -h "^PEERMEM-KTAP " "$res/vm/packaging/console.log"
 }
 
 # What a careless run would change on this machine: DKMS's state and keys,

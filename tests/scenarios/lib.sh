@@ -1,34 +1,38 @@
 # shellcheck shell=sh
 # Helpers for scenario scripts run inside the test VM. Source it first:
 #   . /scenarios/lib.sh
-# A scenario ends with exactly one `pass`, `fail` or `skip`; exiting without
-# any reports a failure. Figures are key=value words: pass ops=100 leaks=0.
+# A scenario ends with exactly one `pass`, `fail` or `skip` (its report, which
+# guest-init prints in the scenarios' KTAP document); exiting without any
+# reports a failure. Figures are key=value words: pass ops=100 leaks=0.
 
 SCENARIO_ID=${SCENARIO_ID:-$(basename "$0" .sh)}
-# Where the outcome word goes too, for guest-init's KTAP line (nowhere when
-# the scenario runs outside it).
-SCENARIO_OUTCOME=${SCENARIO_OUTCOME:-/dev/null}
+# Where each report goes: guest-init's file, from which it prints the
+# scenario's KTAP lines (the console when the scenario runs outside it).
+SCENARIO_REPORT=${SCENARIO_REPORT:-/dev/stdout}
 _reported=
+_kv_nl='
+'
 
-# _outcome WORD: records pass, fail or skip for the KTAP line.
-_outcome() {
+# _report WORD [key=value ...] [reason=TEXT]: one report line, newlines
+# turned into spaces (a reason may quote a command's output): guest-init
+# prints each line as a KTAP diagnostic, and more than one is a failure.
+_report() {
 	_reported=1
-	echo "$1" >>"$SCENARIO_OUTCOME"
+	_rl="$*"
+	# shellcheck disable=SC3060 # busybox ash has ${var//pattern/string}
+	echo "${_rl//"$_kv_nl"/ }" >>"$SCENARIO_REPORT"
 }
 
 # no_result: the failure of a scenario that exited without reporting.
 no_result() {
 	[ -n "$_reported" ] && return 0
-	_outcome fail
-	echo "SCENARIO-RESULT $SCENARIO_ID fail reason=exited without a result (last command failed?)"
+	_report fail "reason=exited without a result (last command failed?)"
 }
 trap no_result EXIT
 
 # kv KEY "k=v k=v ...": the value of KEY's first occurrence (words split at
 # spaces and newlines), empty if none. Pure shell: the tr | sed pipeline it
 # replaces cost ~75 ms of forks per call under TCG, hundreds of calls a suite.
-_kv_nl='
-'
 kv() {
 	# shellcheck disable=SC3060 # busybox ash has ${var//pattern/string}
 	_kv=" ${2//"$_kv_nl"/ } "
@@ -42,17 +46,15 @@ kv() {
 
 # pass [key=value ...]
 pass() {
-	_outcome pass
-	echo "SCENARIO-RESULT $SCENARIO_ID pass $*"
+	_report pass "$@"
 	exit 0
 }
 
 # fail REASON [key=value ...]: the reason may contain spaces.
 fail() {
-	_outcome fail
 	_reason=$1
 	shift
-	echo "SCENARIO-RESULT $SCENARIO_ID fail $* reason=$_reason"
+	_report fail "$@" "reason=$_reason"
 	exit 1
 }
 
@@ -61,10 +63,9 @@ fail() {
 # skipped, never as passed; make test fails on any skip (tests/vm/README.md).
 # Call it at the end, after every check that could run, so those still fail.
 skip() {
-	_outcome skip
 	_reason=$1
 	shift
-	echo "SCENARIO-RESULT $SCENARIO_ID skip $* reason=$_reason"
+	_report skip "$@" "reason=$_reason"
 	exit 0
 }
 

@@ -58,34 +58,47 @@ run_kunit() {
 	rmmod "${ko%.ko}"
 }
 
-# The scenarios' results in KTAP too, as KUnit and the kernel's selftests
-# print theirs: a plan of one test per scenario line, then each scenario's
-# "ok N ID", "ok N ID # SKIP" or "not ok N ID" after it ran. A scenario
+# The scenarios' results as a KTAP document, the format of KUnit and the
+# kernel's selftests: a plan of one test per scenario line, then for each
+# scenario, as soon as it ended, its reports as diagnostics ("# report:
+# pass ops=3", one per pass, fail or skip of lib.sh, which writes them to
+# $SCENARIO_REPORT) and its result line, "ok N ID", "ok N ID # SKIP" (one
+# skip report) or "not ok N ID" (a fail, none, or more than one). A scenario
 # that must fail (a `caught` line follows it: a planted defect, or a known
-# red of NVIDIA's module) is marked "# TODO", KTAP's expected failure. The line waits for the next directive
-# to know that. lib.sh's pass, fail and skip write the outcome word to
-# $SCENARIO_OUTCOME; none, or more than one, is a failure.
-export SCENARIO_OUTCOME=/tmp/scenario-outcome
+# red of NVIDIA's module) is marked "# TODO", KTAP's expected failure.
+#
+# Every line of the document starts with "PEERMEM-KTAP ": the kernel's own
+# KTAP (KUnit's, printed when a test module loads) shares this console, as
+# printk lines; the prefix tells ours apart as the printk timestamp tells
+# the kernel's, and KTAP readers strip a prefix they find before the
+# version line (kunit.py parse does).
+export SCENARIO_REPORT=/tmp/scenario-report
 ktap_n=0
-ktap_line=
+nl='
+'
 
-# ktap_flush [TODO-REASON]: prints the last scenario's KTAP line.
-ktap_flush() {
-	[ -n "$ktap_line" ] || return 0
-	case "$ktap_line" in
-	*"#"*) echo "$ktap_line" ;;
-	*) echo "$ktap_line${1:+ # TODO $1}" ;;
-	esac
-	ktap_line=
+ktap() {
+	echo "PEERMEM-KTAP $*"
 }
 
-# ktap_result ID: the KTAP line of scenario ID, from its outcome file.
+# ktap_result ID: prints scenario ID's reports and KTAP line.
 ktap_result() {
 	ktap_n=$((ktap_n + 1))
-	case "$(cat "$SCENARIO_OUTCOME" 2>/dev/null)" in
-	pass) ktap_line="ok $ktap_n $1" ;;
-	skip) ktap_line="ok $ktap_n $1 # SKIP" ;;
-	*) ktap_line="not ok $ktap_n $1" ;;
+	_reports=$(cat "$SCENARIO_REPORT" 2>/dev/null)
+	if [ -n "$_reports" ]; then
+		printf '%s\n' "$_reports" | while IFS= read -r r; do
+			ktap "# report: $r"
+		done
+	fi
+	_todo=
+	case "$ktap_must_fail" in
+	*" $ktap_n "*) _todo=" # TODO must fail: a caught line follows" ;;
+	esac
+	case "$_reports" in
+	*"$nl"*) ktap "not ok $ktap_n $1$_todo" ;;
+	pass | "pass "*) ktap "ok $ktap_n $1$_todo" ;;
+	skip | "skip "*) ktap "ok $ktap_n $1 # SKIP" ;;
+	*) ktap "not ok $ktap_n $1$_todo" ;;
 	esac
 }
 
@@ -99,9 +112,9 @@ run_scenario() {
 	export SCENARIO_ID="$id"
 	echo "PEERMEM-SCENARIO-BEGIN $id"
 	read -r t0 _ </proc/uptime
-	: >"$SCENARIO_OUTCOME"
+	: >"$SCENARIO_REPORT"
 	if [ ! -f "/scenarios/$name.sh" ]; then
-		echo "SCENARIO-RESULT $id fail reason=no-such-scenario-script"
+		echo "fail reason=no-such-scenario-script" >"$SCENARIO_REPORT"
 		ktap_result "$id"
 		return
 	fi
@@ -142,16 +155,13 @@ done
 # only when peermem.kmemleak=each (see lib.sh); finish always does.
 
 ktap_plan=$(sed -e 's/#.*//' "$file" | grep -c '^[[:space:]]*scenario[[:space:]]')
+# The numbers of the scenarios that must fail, between spaces.
+ktap_must_fail=" $(sed -e 's/#.*//' "$file" | awk '$1 == "scenario" { n++ } $1 == "caught" { printf "%d ", n }')"
 if [ "$ktap_plan" -gt 0 ]; then
-	echo "KTAP version 1"
-	echo "1..$ktap_plan"
+	ktap "KTAP version 1"
+	ktap "1..$ktap_plan"
 fi
 while read -r directive rest; do
-	if [ "$directive" = caught ]; then
-		ktap_flush "must fail: a caught line follows"
-	else
-		ktap_flush
-	fi
 	case "$directive" in
 	kunit)
 		# shellcheck disable=SC2086
@@ -165,6 +175,5 @@ while read -r directive rest; do
 done <<EOS
 $(sed -e 's/#.*//' "$file")
 EOS
-ktap_flush
 
 finish

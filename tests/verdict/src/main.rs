@@ -21,9 +21,11 @@
 //!   module's run of it (issue 33), writes it as JSON to OUT; exit 0 only
 //!   if ours passed everywhere and NVIDIA's runs were as declared.
 
+mod ktap;
 mod log;
 mod nvidia;
 mod reliability;
+mod scenarios;
 mod suite;
 mod summary;
 mod verdict;
@@ -56,7 +58,7 @@ fn check(args: &[String]) -> Result<bool, String> {
     let log_path = opt(args, "--log").ok_or("check: --log FILE is required")?;
     let timed_out = args.iter().any(|a| a == "--timed-out");
     let suite = load_suite(&suite_path)?;
-    let facts = log::analyse(&read(&log_path)?);
+    let facts = log::analyse(&read(&log_path)?).map_err(|e| format!("{log_path}: {e}"))?;
     let v = verdict::judge(&suite, &facts, timed_out);
     let mut out = String::new();
     summary::render(std::slice::from_ref(&v), &mut out);

@@ -395,11 +395,16 @@ pub fn render(report: &Report) -> String {
 mod tests {
     use super::*;
     use crate::log::analyse;
+    use crate::scenarios::console;
     use crate::suite::Suite;
     use crate::verdict::judge;
 
     fn verdict(name: &str, suite: &str, log: &str) -> SuiteVerdict {
-        judge(&Suite::parse(name, suite).unwrap(), &analyse(log), false)
+        judge(
+            &Suite::parse(name, suite).unwrap(),
+            &analyse(&console(log)).unwrap(),
+            false,
+        )
     }
 
     #[test]
@@ -409,11 +414,11 @@ mod tests {
             "scenario rel_race window=free_vs_dereg generation=modern peerdirect_support=0 persistent_api_support=0\n\
              scenario rel_stress generation=modern peerdirect_support=0 persistent_api_support=1 ops=30000\n\
              scenario vm_smoke iommu=on\n",
-            "SCENARIO-RESULT rel_race[window=free_vs_dereg,generation=modern,peerdirect_support=0,persistent_api_support=0] pass \
+            "REPORT rel_race[window=free_vs_dereg,generation=modern,peerdirect_support=0,persistent_api_support=0] pass \
              ops=800 faults=0 races=200 leaks=0 splats=0 seed=7\n\
-             SCENARIO-RESULT rel_stress[generation=modern,peerdirect_support=0,persistent_api_support=1,ops=30000] pass \
+             REPORT rel_stress[generation=modern,peerdirect_support=0,persistent_api_support=1,ops=30000] pass \
              ops=30000 faults=0 races=12 leaks=0 splats=0\n\
-             SCENARIO-RESULT vm_smoke[iommu=on] pass\nPEERMEM-SUITE-DONE rel-races\n",
+             REPORT vm_smoke[iommu=on] pass\nPEERMEM-SUITE-DONE rel-races\n",
         );
         let r = build(&[v]);
         assert_eq!(r.rows.len(), 2, "only rel_* scenarios: {r:#?}");
@@ -440,7 +445,7 @@ mod tests {
         let v = verdict(
             "rel-faults",
             "scenario rel_faults generation=modern peerdirect_support=0 persistent_api_support=0\n",
-            "SCENARIO-RESULT rel_faults[generation=modern,peerdirect_support=0,persistent_api_support=0] pass ops=1 faults=80\n\
+            "REPORT rel_faults[generation=modern,peerdirect_support=0,persistent_api_support=0] pass ops=1 faults=80\n\
              BUG: KASAN: slab-use-after-free in x\nPEERMEM-SUITE-DONE rel-faults\n",
         );
         let r = build(&[v]);
@@ -453,7 +458,7 @@ mod tests {
         let v = verdict(
             "s",
             "scenario rel_badinput part=load\n",
-            "SCENARIO-RESULT rel_badinput[part=load] fail ops=3 reason=insmod succeeded\n\
+            "REPORT rel_badinput[part=load] fail ops=3 reason=insmod succeeded\n\
              PEERMEM-SUITE-DONE s\n",
         );
         let r = build(&[v]);
@@ -472,12 +477,12 @@ mod tests {
                      scenario rel_field bug=double_unmap client=ref defects=double_unmap\n\
                      caught \"KASAN\"\n\
                      scenario rel_field bug=silent_load\n";
-        let log = "SCENARIO-RESULT rel_field[bug=uaf_window,generation=modern] pass ops=3\n\
-                   SCENARIO-RESULT rel_field[bug=uaf_window,client=ref,defects=uaf_window] fail \
+        let log = "REPORT rel_field[bug=uaf_window,generation=modern] pass ops=3\n\
+                   REPORT rel_field[bug=uaf_window,client=ref,defects=uaf_window] fail \
                    ops=1 reason=1 splat line(s), first: BUG: KASAN: x\n\
-                   SCENARIO-RESULT rel_field[bug=double_unmap] pass ops=3\n\
-                   SCENARIO-RESULT rel_field[bug=double_unmap,client=ref,defects=double_unmap] pass ops=3\n\
-                   SCENARIO-RESULT rel_field[bug=silent_load] pass ops=1\n\
+                   REPORT rel_field[bug=double_unmap] pass ops=3\n\
+                   REPORT rel_field[bug=double_unmap,client=ref,defects=double_unmap] pass ops=3\n\
+                   REPORT rel_field[bug=silent_load] pass ops=1\n\
                    PEERMEM-SUITE-DONE field-teeth\n";
         let r = build(&[verdict("field-teeth", suite, log)]);
         let caught: Vec<(&str, &str, &str)> = r
@@ -513,7 +518,7 @@ mod tests {
             "expect_splat lockdep \"possible circular locking dependency\"\n\
              scenario rel_lockorder generation=mofed51 peerdirect_support=1\n",
             "WARNING: possible circular locking dependency detected\n\
-             SCENARIO-RESULT rel_lockorder[generation=mofed51,peerdirect_support=1] pass ops=7 races=1 \
+             REPORT rel_lockorder[generation=mofed51,peerdirect_support=1] pass ops=7 races=1 \
              expected=inversion lockdep=reported\nPEERMEM-SUITE-DONE rel-lockorder-mofed51-pds1\n",
         );
         let w = verdict(
@@ -535,7 +540,7 @@ mod tests {
             ("mofed51", "1", "inversion", "reported")
         );
         assert_eq!(c.result, "pass");
-        // a missing result line: the cell fails and says it does not know
+        // a missing report: the cell fails and says it does not know
         let c = &r.lock_order_matrix[1];
         assert_eq!((c.observed.as_str(), c.result.as_str()), ("?", "fail"));
         assert!(render(&r).contains("lock-order matrix"));
@@ -548,11 +553,11 @@ mod tests {
             "expect_splat lockdep \"possible circular locking dependency\"\n\
              scenario rel_lockorder generation=modern peerdirect_support=1 persistent_api_support=1\n\
              scenario rel_lockorder generation=modern peerdirect_support=1\n",
-            "SCENARIO-RESULT rel_lockorder[generation=modern,peerdirect_support=1,persistent_api_support=1] pass expected=clean \
+            "REPORT rel_lockorder[generation=modern,peerdirect_support=1,persistent_api_support=1] pass expected=clean \
              lockdep=clean edge=- hang=none p_get_pages=ok p_pinned=ok p_dma_map=ok \
              p_activate=ok p_live=ok p_dereg=ok\n\
              WARNING: possible circular locking dependency detected\n\
-             SCENARIO-RESULT rel_lockorder[generation=modern,peerdirect_support=1] fail expected=inversion \
+             REPORT rel_lockorder[generation=modern,peerdirect_support=1] fail expected=inversion \
              lockdep=reported edge=registration hang=dma_map p_get_pages=ok p_pinned=ok \
              p_dma_map=hang reason=deadlock\nPEERMEM-SUITE-DONE rel-lockorder-modern-pds1\n",
         );

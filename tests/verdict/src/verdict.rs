@@ -166,8 +166,8 @@ fn judge_teeth(mut t: TestResult, results: Option<usize>, pattern: &str) -> Test
         ("the planted defect", "the planted defect went uncaught")
     };
     let failure = match results {
-        None | Some(0) => Some("no result line".to_string()),
-        Some(n) if n != 1 => Some(format!("{n} result lines instead of one")),
+        None | Some(0) => Some("no report (pass, fail or skip)".to_string()),
+        Some(n) if n != 1 => Some(format!("{n} reports instead of one")),
         _ if t.skipped => Some(format!(
             "the scenario skipped, {what} went untested: {}",
             t.reason
@@ -220,7 +220,10 @@ pub fn judge(suite: &Suite, facts: &LogFacts, timed_out: bool) -> SuiteVerdict {
 
     for id in &suite.scenarios {
         let mut t = match facts.scenarios.get(id) {
-            None => result(format!("scenario:{id}"), Some("no result line".into())),
+            None => result(
+                format!("scenario:{id}"),
+                Some("no report (pass, fail or skip)".into()),
+            ),
             Some(r) => {
                 let reason = |default: &str| {
                     r.figures
@@ -231,7 +234,7 @@ pub fn judge(suite: &Suite, facts: &LogFacts, timed_out: bool) -> SuiteVerdict {
                 let mut t = if r.count != 1 {
                     result(
                         format!("scenario:{id}"),
-                        Some(format!("{} result lines instead of one", r.count)),
+                        Some(format!("{} reports instead of one", r.count)),
                     )
                 } else {
                     match r.outcome {
@@ -259,22 +262,31 @@ pub fn judge(suite: &Suite, facts: &LogFacts, timed_out: bool) -> SuiteVerdict {
         .filter(|id| !suite.scenarios.contains(id))
         .collect();
 
-    let completed = if timed_out {
-        Some("the VM did not finish before the timeout and was killed".to_string())
+    let mut incomplete = Vec::new();
+    if timed_out {
+        incomplete.push("the VM did not finish before the timeout and was killed".to_string());
     } else if !facts.done.contains(&suite.name) {
-        Some("the VM never printed PEERMEM-SUITE-DONE (crash, hang or early exit)".into())
+        incomplete
+            .push("the VM never printed PEERMEM-SUITE-DONE (crash, hang or early exit)".into());
     } else if !unknown.is_empty() {
-        Some(format!(
-            "result lines for scenarios the suite does not list: {}",
+        incomplete.push(format!(
+            "KTAP result lines for scenarios the suite does not list: {}",
             unknown
                 .iter()
                 .map(|s| s.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
-        ))
-    } else {
-        None
-    };
+        ));
+    }
+    // A scenario document that breaks KTAP's rules is not a record to
+    // trust, whatever its lines say.
+    if !facts.scenario_problems.is_empty() {
+        incomplete.push(format!(
+            "the scenarios' KTAP document: {}",
+            facts.scenario_problems.join("; ")
+        ));
+    }
+    let completed = (!incomplete.is_empty()).then(|| incomplete.join("; "));
     tests.push(result(format!("vm:{}:completed", suite.name), completed));
 
     let mut unexpected = Vec::new();
@@ -351,13 +363,20 @@ pub fn judge(suite: &Suite, facts: &LogFacts, timed_out: bool) -> SuiteVerdict {
 mod tests {
     use super::*;
     use crate::log::analyse;
+    use crate::scenarios::console;
+
+    /// The facts of a test log whose `REPORT` lines are scenario reports.
+    fn facts(log: &str) -> LogFacts {
+        analyse(&console(log)).unwrap()
+    }
 
     fn suite(text: &str) -> Suite {
         Suite::parse("s", text).unwrap()
     }
 
-    const GOOD: &str = "PEERMEM-KUNIT-BEGIN k\n# Subtest: k\n1..1\n    ok 1 a\nok 1 k\n\
-                        PEERMEM-KUNIT-END k\nSCENARIO-RESULT sc pass ops=3\n\
+    const GOOD: &str = "PEERMEM-KUNIT-BEGIN k\nKTAP version 1\n1..1\n    KTAP version 1\n\
+                        \x20   # Subtest: k\n    1..1\n    ok 1 a\nok 1 k\n\
+                        PEERMEM-KUNIT-END k\nREPORT sc pass ops=3\n\
                         PEERMEM-KMEMLEAK scanned\nPEERMEM-SUITE-DONE s\n";
 
     fn counts(v: &SuiteVerdict) -> (usize, usize, usize) {
@@ -374,7 +393,7 @@ mod tests {
 
     #[test]
     fn green_run_is_green() {
-        let v = judge(&suite("kunit k.ko k\nscenario sc\n"), &analyse(GOOD), false);
+        let v = judge(&suite("kunit k.ko k\nscenario sc\n"), &facts(GOOD), false);
         assert_eq!(counts(&v), (6, 0, 0), "{v:#?}");
         let names: Vec<&str> = v.tests.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(
@@ -402,7 +421,7 @@ mod tests {
                 "    ok 1 a\n    not ok 2 b\n    ok 3 c # SKIP no x\n",
             )
             .replace("ok 1 k\n", "not ok 1 k\n");
-        let v = judge(&s, &analyse(&three), false);
+        let v = judge(&s, &facts(&three), false);
         assert_eq!(counts(&v), (6, 1, 1), "{v:#?}");
         assert!(named(&v, "kunit:k").passed);
         assert!(named(&v, "kunit:k:a").passed);
@@ -412,20 +431,16 @@ mod tests {
         // A case the plan announced that never reported (the suite died
         // in it): the suite's test fails.
         let short = three.replace("    ok 3 c # SKIP no x\n", "");
-        let v = judge(&s, &analyse(&short), false);
+        let v = judge(&s, &facts(&short), false);
         assert!(named(&v, "kunit:k")
             .reason
             .contains("plan announced 3 cases, 2"));
         // No plan, no closing line, an unexplained `not ok`: all red.
-        let v = judge(&s, &analyse(&GOOD.replace("1..1\n", "")), false);
+        let v = judge(&s, &facts(&GOOD.replace("1..1\n", "")), false);
         assert!(!named(&v, "kunit:k").passed);
-        let v = judge(&s, &analyse(&GOOD.replace("ok 1 k\n", "")), false);
+        let v = judge(&s, &facts(&GOOD.replace("ok 1 k\n", "")), false);
         assert!(!named(&v, "kunit:k").passed);
-        let v = judge(
-            &s,
-            &analyse(&GOOD.replace("ok 1 k\n", "not ok 1 k\n")),
-            false,
-        );
+        let v = judge(&s, &facts(&GOOD.replace("ok 1 k\n", "not ok 1 k\n")), false);
         assert!(!named(&v, "kunit:k").passed);
     }
 
@@ -433,7 +448,7 @@ mod tests {
     fn a_skip_is_neither_pass_nor_fail() {
         let s = suite("kunit k.ko k\nscenario sc\n");
         let log = GOOD.replace("sc pass ops=3", "sc skip ops=3 reason=no simtest in the VM");
-        let v = judge(&s, &analyse(&log), false);
+        let v = judge(&s, &facts(&log), false);
         assert_eq!(counts(&v), (5, 0, 1), "{v:#?}");
         let t = named(&v, "scenario:sc");
         assert!(t.skipped && !t.passed);
@@ -441,11 +456,11 @@ mod tests {
         // No kmemleak in the guest: the final leak scan is a skip; no
         // marker at all (it never got there) a failure.
         let log = GOOD.replace("KMEMLEAK scanned", "KMEMLEAK unavailable");
-        let v = judge(&s, &analyse(&log), false);
+        let v = judge(&s, &facts(&log), false);
         assert_eq!(counts(&v), (5, 0, 1));
         assert!(named(&v, "vm:s:leak-scan").skipped);
         let log = GOOD.replace("PEERMEM-KMEMLEAK scanned\n", "");
-        assert_eq!(counts(&judge(&s, &analyse(&log), false)), (5, 1, 0));
+        assert_eq!(counts(&judge(&s, &facts(&log), false)), (5, 1, 0));
         // The JSON of writers that know no skips still reads.
         let t: TestResult = serde_json::from_str(
             r#"{"name":"x","passed":true,"reason":"","figures":{},"evidence":[]}"#,
@@ -459,62 +474,89 @@ mod tests {
         let s = suite("kunit k.ko k\nscenario sc\n");
         // failing KUnit case
         let log = GOOD.replace("    ok 1 a", "    not ok 1 a");
-        assert_eq!(judge(&s, &analyse(&log), false).counts().failed, 1);
+        assert_eq!(judge(&s, &facts(&log), false).counts().failed, 1);
         // a WARN anywhere
         let log = format!("[ 1.0] WARNING: CPU: 0 PID: 1 at x.c:9 f\n{GOOD}");
-        let v = judge(&s, &analyse(&log), false);
+        let v = judge(&s, &facts(&log), false);
         assert_eq!(v.counts().failed, 1);
         assert!(named(&v, "vm:s:splats").evidence[0].contains("x.c:9"));
         // a timeout
-        assert_eq!(judge(&s, &analyse(GOOD), true).counts().failed, 1);
+        assert_eq!(judge(&s, &facts(GOOD), true).counts().failed, 1);
         // no done marker
         let log = GOOD.replace("PEERMEM-SUITE-DONE s", "");
-        assert_eq!(judge(&s, &analyse(&log), false).counts().failed, 1);
+        assert_eq!(judge(&s, &facts(&log), false).counts().failed, 1);
         // missing scenario and missing suite
         let v = judge(
             &s,
-            &analyse("PEERMEM-KMEMLEAK scanned\nPEERMEM-SUITE-DONE s\n"),
+            &facts("PEERMEM-KMEMLEAK scanned\nPEERMEM-SUITE-DONE s\n"),
             false,
         );
         assert_eq!(counts(&v), (3, 2, 0));
-        // scenario failure, and a duplicate result line
+        // scenario failure, and a second report
         let log = GOOD.replace("sc pass", "sc fail");
-        assert_eq!(judge(&s, &analyse(&log), false).counts().failed, 1);
-        let log = format!("{GOOD}SCENARIO-RESULT sc pass\n");
-        assert_eq!(judge(&s, &analyse(&log), false).counts().failed, 1);
+        assert_eq!(judge(&s, &facts(&log), false).counts().failed, 1);
+        let log = format!("{GOOD}REPORT sc pass\n");
+        assert_eq!(judge(&s, &facts(&log), false).counts().failed, 1);
         // a scenario the suite does not list
-        let log = format!("{GOOD}SCENARIO-RESULT other pass\n");
-        assert_eq!(judge(&s, &analyse(&log), false).counts().failed, 1);
+        let log = format!("{GOOD}REPORT other pass\n");
+        assert_eq!(judge(&s, &facts(&log), false).counts().failed, 1);
+    }
+
+    /// A scenario document that breaks KTAP's rules fails the boot's
+    /// `completed` test, whatever its result lines say.
+    #[test]
+    fn a_malformed_scenario_document_fails_the_boot() {
+        let s = suite("scenario sc\n");
+        let good = "PEERMEM-KTAP KTAP version 1\nPEERMEM-KTAP 1..1\nPEERMEM-SCENARIO-BEGIN sc\n\
+                    PEERMEM-KTAP # report: pass\nPEERMEM-KTAP ok 1 sc\n\
+                    PEERMEM-KMEMLEAK scanned\nPEERMEM-SUITE-DONE s\n";
+        assert_eq!(
+            counts(&judge(&s, &analyse(good).unwrap(), false)),
+            (4, 0, 0)
+        );
+        for (broken, why) in [
+            (good.replace("PEERMEM-KTAP 1..1\n", ""), "no KTAP plan"),
+            (
+                good.replace("1..1", "1..2"),
+                "announced 2 tests, 1 result lines",
+            ),
+            (
+                good.replace("ok 1 sc\n", "ok 1 sc\nPEERMEM-KTAP ok 1 sc\n"),
+                "test number 1 twice",
+            ),
+            (
+                good.replace("PEERMEM-KTAP ok 1 sc\n", "PEERMEM-KTAP ok 1 other\n"),
+                "scenario sc started (log line 3) and has no KTAP result line",
+            ),
+        ] {
+            let v = judge(&s, &analyse(&broken).unwrap(), false);
+            let t = named(&v, "vm:s:completed");
+            assert!(!t.passed && t.reason.contains(why), "{why}: {t:?}");
+        }
     }
 
     #[test]
     fn teeth_must_fail_for_the_planted_reason() {
         let s = suite("scenario a\ncaught \"KASAN: slab-use-after-free\"\nscenario b\n");
         let ok = "PEERMEM-SCENARIO-BEGIN a\nBUG: KASAN: slab-use-after-free in f\n\
-                  SCENARIO-RESULT a fail reason=1 splat line(s), first: BUG: KASAN: slab-use-after-free in f\n\
-                  PEERMEM-SCENARIO-END a rc=1\nPEERMEM-SCENARIO-BEGIN b\nSCENARIO-RESULT b pass\n\
+                  REPORT a fail reason=1 splat line(s), first: BUG: KASAN: slab-use-after-free in f\n\
+                  PEERMEM-SCENARIO-END a rc=1\nPEERMEM-SCENARIO-BEGIN b\nREPORT b pass\n\
                   PEERMEM-SCENARIO-END b rc=0\nPEERMEM-KMEMLEAK scanned\nPEERMEM-SUITE-DONE s\n";
-        let v = judge(&s, &analyse(ok), false);
+        let v = judge(&s, &facts(ok), false);
         assert_eq!(counts(&v), (5, 0, 0), "{v:?}");
         assert_eq!(v.tests[0].name, "teeth:a");
         assert_eq!(v.tests[0].figures["caught"], "yes");
         // Green against the defect: not caught.
-        let green = ok.replace(
-            "SCENARIO-RESULT a fail reason=1 splat",
-            "SCENARIO-RESULT a pass x=1 splat",
-        );
-        let v = judge(&s, &analyse(&green), false);
+        let green = ok.replace("REPORT a fail reason=1 splat", "REPORT a pass x=1 splat");
+        let v = judge(&s, &facts(&green), false);
         assert!(!v.tests[0].passed);
         assert!(v.tests[0].reason.contains("uncaught"));
         // Red for something else: not caught either.
         let other = ok.replace("first: BUG: KASAN", "first: WARNING: x");
-        assert!(!judge(&s, &analyse(&other), false).tests[0].passed);
+        assert!(!judge(&s, &facts(&other), false).tests[0].passed);
         // Skipped: untested, not caught (and not a skip of the run).
-        let skip = ok.replace(
-            "SCENARIO-RESULT a fail reason=1",
-            "SCENARIO-RESULT a skip reason=1",
-        );
-        let v = judge(&s, &analyse(&skip), false);
+        let skip = ok.replace("REPORT a fail reason=1", "REPORT a skip reason=1");
+        let v = judge(&s, &facts(&skip), false);
         assert!(!v.tests[0].passed && !v.tests[0].skipped);
         assert!(v.tests[0].reason.contains("untested"), "{:?}", v.tests[0]);
         // The same splat outside the planted scenario is unexpected.
@@ -522,7 +564,7 @@ mod tests {
             "PEERMEM-SCENARIO-BEGIN b\n",
             "PEERMEM-SCENARIO-BEGIN b\nBUG: KASAN: slab-use-after-free in g\n",
         );
-        let v = judge(&s, &analyse(&outside), false);
+        let v = judge(&s, &facts(&outside), false);
         assert_eq!(v.counts().failed, 1);
         assert!(!named(&v, "vm:s:splats").passed);
     }
@@ -538,37 +580,37 @@ mod tests {
         );
         let log = |r_nv: &str, g_nv: &str, ours: &str| {
             format!(
-                "SCENARIO-RESULT r[client=nv555] {r_nv}\nSCENARIO-RESULT g[client=nv555] {g_nv}\n\
-                 SCENARIO-RESULT r {ours}\nPEERMEM-KMEMLEAK scanned\nPEERMEM-SUITE-DONE s\n"
+                "REPORT r[client=nv555] {r_nv}\nREPORT g[client=nv555] {g_nv}\n\
+                 REPORT r {ours}\nPEERMEM-KMEMLEAK scanned\nPEERMEM-SUITE-DONE s\n"
             )
         };
         let red = "fail reason=first: BUG: KASAN: x in nv_dma_map+0x10";
-        let v = judge(&s, &analyse(&log(red, "pass", "pass")), false);
+        let v = judge(&s, &facts(&log(red, "pass", "pass")), false);
         assert_eq!(v.counts().failed, 0, "{v:?}");
         // the declared red did not show
-        let v = judge(&s, &analyse(&log("pass", "pass", "pass")), false);
+        let v = judge(&s, &facts(&log("pass", "pass", "pass")), false);
         let t = named(&v, "teeth:r[client=nv555]");
         assert!(
             !t.passed && t.reason.contains("NVIDIA's declared red did not show"),
             "{t:?}"
         );
         // an undeclared red of NVIDIA's
-        let v = judge(&s, &analyse(&log(red, "fail reason=hung", "pass")), false);
+        let v = judge(&s, &facts(&log(red, "fail reason=hung", "pass")), false);
         assert!(!named(&v, "scenario:g[client=nv555]").passed);
         // ours red
-        let v = judge(&s, &analyse(&log(red, "pass", "fail reason=boom")), false);
+        let v = judge(&s, &facts(&log(red, "pass", "fail reason=boom")), false);
         assert!(!named(&v, "scenario:r").passed);
     }
 
     #[test]
     fn expected_splat_must_appear_and_hides_nothing_else() {
         let s = suite("scenario sc\nexpect_splat lockdep \"circular locking\"\n");
-        let base = "SCENARIO-RESULT sc pass\nPEERMEM-KMEMLEAK scanned\nPEERMEM-SUITE-DONE s\n";
-        assert_eq!(judge(&s, &analyse(base), false).counts().failed, 1);
+        let base = "REPORT sc pass\nPEERMEM-KMEMLEAK scanned\nPEERMEM-SUITE-DONE s\n";
+        assert_eq!(judge(&s, &facts(base), false).counts().failed, 1);
         let with = format!("WARNING: possible circular locking dependency detected\n{base}");
-        assert_eq!(counts(&judge(&s, &analyse(&with), false)), (4, 0, 0));
+        assert_eq!(counts(&judge(&s, &facts(&with), false)), (4, 0, 0));
         let extra = format!("{with}BUG: KASAN: use-after-free in x\n");
-        assert_eq!(judge(&s, &analyse(&extra), false).counts().failed, 1);
+        assert_eq!(judge(&s, &facts(&extra), false).counts().failed, 1);
     }
 
     #[test]
@@ -582,21 +624,21 @@ mod tests {
                 "WARNING: possible circular locking dependency detected\n\
                  -> #1 ({a}){{+.+.}}-{{4:4}}:\n-> #0 ({b}){{+.+.}}-{{4:4}}:\n\
                  other info that might help us debug this:\n\
-                 SCENARIO-RESULT sc pass\nPEERMEM-KMEMLEAK scanned\nPEERMEM-SUITE-DONE s\n"
+                 REPORT sc pass\nPEERMEM-KMEMLEAK scanned\nPEERMEM-SUITE-DONE s\n"
             )
         };
         let good = report("&psim.driver_lock", "&mr->mapping_lock");
-        assert_eq!(counts(&judge(&s, &analyse(&good), false)), (4, 0, 0));
+        assert_eq!(counts(&judge(&s, &facts(&good), false)), (4, 0, 0));
         // another cycle: unexpected, and the documented one did not happen
         let other = report("&psim.driver_lock", "&pd.reg_mutex");
-        let v = judge(&s, &analyse(&other), false);
+        let v = judge(&s, &facts(&other), false);
         assert_eq!(v.counts().failed, 1);
         let t = v.tests.iter().find(|t| !t.passed).unwrap();
         assert!(t.reason.contains("unexpected"), "{t:?}");
         assert!(t.evidence[0].contains("&pd.reg_mutex"), "{t:?}");
         // a report whose chain could not be read is not the documented one
         let bare = "WARNING: possible circular locking dependency detected\n\
-                    SCENARIO-RESULT sc pass\nPEERMEM-KMEMLEAK scanned\nPEERMEM-SUITE-DONE s\n";
-        assert_eq!(judge(&s, &analyse(bare), false).counts().failed, 1);
+                    REPORT sc pass\nPEERMEM-KMEMLEAK scanned\nPEERMEM-SUITE-DONE s\n";
+        assert_eq!(judge(&s, &facts(bare), false).counts().failed, 1);
     }
 }
