@@ -118,7 +118,7 @@ edge=-
 if [ $lockdep_judged = 0 ]; then
 	verdict=untracked
 elif [ "$expect" = clean ]; then
-	[ "$report" = 0 ] || fail "lockdep reported a cycle without invalidation" $(figures)
+	[ "$report" = 0 ] || fail "lockdep reported a cycle where this cell has none (no invalidation, or no mapping lock on the legacy core)" $(figures)
 	lockdep_alive || fail "lockdep turned itself off (it reported something)" $(figures)
 	verdict=clean
 else
