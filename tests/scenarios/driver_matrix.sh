@@ -54,8 +54,8 @@ ref_abi=ex
 ref_extra=
 if [ "$generation" = legacy ]; then
 	pds=1
+	# 4.9 never offers an MR to a client with the private-data hooks
 	ref_abi=legacy
-	ref_extra=private_data=1
 fi
 
 # sim CMD...: simtest, failing the scenario; output in $out.

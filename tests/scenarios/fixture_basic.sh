@@ -8,11 +8,9 @@
 . /scenarios/fixture_lib.sh
 gen=${arg_generation:-modern}
 abi=${arg_abi:-ex}
-extra=
-[ "$abi" = legacy ] && extra=private_data=1
 
 load_sim_stack generation="$gen"
-load_refclient abi="$abi" $extra
+load_refclient abi="$abi"
 expect_peer_attr ref_mem version 1.0-ref
 expect_counter clients_registered 1
 phase_reset
@@ -86,11 +84,6 @@ no_leaks
 unload peermem_refclient
 dmesg | grep "client ref_mem unregistered" | tail -n 1 | grep -q contexts_left=0 ||
 	fail "the reference client leaked a context"
-if [ "$abi" = legacy ]; then
-	dmesg | grep "client ref_mem unregistered" | tail -n 1 |
-		grep -q "private_gets=1 private_puts=1" ||
-		fail "the legacy core did not call the private-data hooks once"
-fi
 [ ! -d /sys/kernel/mm/memory_peers/ref_mem ] || fail "sysfs entry left"
 teardown
 pass mrs=1 dma_checks=9

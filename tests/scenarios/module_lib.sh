@@ -5,19 +5,22 @@
 # The script's arguments KEY=VALUE (the positional parameters a sourced
 # file sees) become shell variables, only the keys below, with defaults:
 # generation=modern peerdirect_support=0 persistent_api_support=1
-# coalesce_sg=0, and memory_peers=0|1 (whether the simulated core publishes
+# coalesce_sg=0, when=live (module_invalidate: when the cudaFree comes),
+# and memory_peers=0|1 (whether the simulated core publishes
 # /sys/kernel/mm/memory_peers: lib.sh's PD_MEMORY_PEERS, 1 unless given).
 
 generation=modern
 peerdirect_support=0
 persistent_api_support=1
 coalesce_sg=0
+when=live
 for _a in "$@"; do
 	case "$_a" in
 	generation=modern | generation=modern2410 | generation=mofed51 | generation=legacy) generation=${_a#*=} ;;
 	peerdirect_support=[0-9]*) peerdirect_support=${_a#*=} ;;
 	persistent_api_support=[0-9]*) persistent_api_support=${_a#*=} ;;
 	coalesce_sg=[0-9]*) coalesce_sg=${_a#*=} ;;
+	when=live | when=before_activation) when=${_a#*=} ;;
 	memory_peers=0 | memory_peers=1) PD_MEMORY_PEERS=${_a#*=} ;;
 	*) fail "unknown scenario argument $_a" ;;
 	esac

@@ -13,8 +13,9 @@
 # registration: mapping lock -> get_pages/dma_map -> driver lock; and where
 # the core unmaps under its mapping lock, ibv_dereg_mr: mapping lock ->
 # put_pages -> driver lock). With an invalidating client (persistent_api_support=0) lockdep
-# therefore reports the cycle on EVERY core: the registration's order exists
-# on the modern core too (class-level: all MRs share one lock class). With
+# therefore reports the cycle on every core that has the mapping lock: the
+# registration's order exists on the modern core too (class-level: all MRs
+# share one lock class); the legacy core (4.9) has no such lock. With
 # persistent_api_support=1 there is no invalidation, no driver lock ->
 # mapping lock order, and lockdep must stay quiet.
 #
@@ -48,8 +49,13 @@ nvidia_client && mod_re="nvidia-peermem "
 case "$gen,$pds,$pers" in
 legacy,0,0) expect=refused ;;
 *,*,1) expect=clean ;;
+# MLNX_OFED 4.9 holds no lock of its own across get_pages and dma_map, nor
+# around a deregistration's put_pages: only its client mutex, taken alone
+# by the registration and inside the invalidation (driver lock -> client
+# mutex): no cycle with the driver lock.
+legacy,1,0) expect=clean ;;
 modern,0,0) expect=class ;;
-modern,1,0 | mofed51,0,0 | mofed51,1,0 | legacy,1,0) expect=inversion ;;
+modern,1,0 | mofed51,0,0 | mofed51,1,0) expect=inversion ;;
 *) fail "no matrix cell gen=$gen pds=$pds pers=$pers" ;;
 esac
 log "matrix cell gen=$gen peerdirect_support=$pds persistent_api_support=$pers: expected $expect"
@@ -112,7 +118,7 @@ edge=-
 if [ $lockdep_judged = 0 ]; then
 	verdict=untracked
 elif [ "$expect" = clean ]; then
-	[ "$report" = 0 ] || fail "lockdep reported a cycle without invalidation" $(figures)
+	[ "$report" = 0 ] || fail "lockdep reported a cycle where this cell has none (no invalidation, or no mapping lock on the legacy core)" $(figures)
 	lockdep_alive || fail "lockdep turned itself off (it reported something)" $(figures)
 	verdict=clean
 else
