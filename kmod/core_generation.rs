@@ -15,8 +15,7 @@
 //!
 //! C header: `ffi/shim.h` (`pm_shim_core_has_*`).
 
-use crate::nv_mem;
-use crate::params::Config;
+use crate::client::ClientTable;
 use crate::sys;
 use kernel::prelude::*;
 
@@ -86,22 +85,19 @@ impl CoreGeneration {
         matches!(self, Self::Legacy | Self::Unknown)
     }
 
-    /// Refuses a configuration whose clients this core would register and
-    /// then never use: an extended client on a legacy core.
+    /// Refuses client tables this core would register and then never use:
+    /// an extended client on a legacy core.
     // Used by the module's init only (as `describe`).
     #[allow(dead_code)]
-    pub(crate) fn check(self, config: &Config) -> Result {
+    pub(crate) fn check<'a>(self, tables: impl IntoIterator<Item = &'a ClientTable>) -> Result {
         if self != Self::Legacy {
             return Ok(());
         }
-        for spec in nv_mem::clients_for(config.clients, config.abi)
-            .into_iter()
-            .flatten()
-        {
-            if spec.table.ex().ex_size != 0 {
+        for table in tables {
+            if table.ex().ex_size != 0 {
                 pr_err!(
                     "not registering the extended client \"{}\" with a legacy PeerDirect core (MLNX_OFED 5.0 or older: it exports ib_get_peer_private_data), which would take it and never offer it memory: load with peerdirect_support=1\n",
-                    spec.table.name()
+                    table.name()
                 );
                 return Err(EINVAL);
             }

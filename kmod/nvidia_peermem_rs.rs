@@ -107,7 +107,12 @@ impl kernel::Module for NvidiaPeermem {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let config = params::Config::from_params()?;
         let generation = core_generation::CoreGeneration::detect();
-        generation.check(&config)?;
+        generation.check(
+            nv_mem::clients_for(config.clients, config.abi)
+                .into_iter()
+                .flatten()
+                .map(|spec| spec.table),
+        )?;
         exclusive::refuse_beside_others()?;
         // Before the clients: on a failure below, dropped after them.
         let stranded = registration::stranded::Stash;
