@@ -40,17 +40,23 @@ never_offered() {
 		fail "the legacy core offered an MR or called a hook ($_what): $(dmesg | grep "client ref_mem unregistered" | tail -n 1)"
 }
 
-load_sim_stack generation=legacy
-never_offered ex
-never_offered legacy private_data=1
-if [ "${arg_generation:-}" = legacy ]; then
-	# the legacy part alone (it runs on MLNX_OFED 4.9's real core too)
-	load_refclient abi=legacy
+# round_trip ABI: the reference client of ABI loaded, one MR registered
+# and deregistered, the client unloaded
+round_trip() {
+	load_refclient abi="$1"
 	va=$(gpu_alloc 64K)
 	mr_reg "$va" 4096
 	st mr-dereg "$mr_id" >/dev/null
 	st gpu-free "$va" >/dev/null
 	unload peermem_refclient
+}
+
+load_sim_stack generation=legacy
+never_offered ex
+never_offered legacy private_data=1
+if [ "${arg_generation:-}" = legacy ]; then
+	# the legacy part alone (it runs on MLNX_OFED 4.9's real core too)
+	round_trip legacy
 	teardown
 	pass
 fi
@@ -61,12 +67,7 @@ fi
 dmesg_has "lacks the mandatory op get_page_size" ||
 	fail "no message for the legacy core's missing get_page_size"
 for abi in plain legacy; do
-	load_refclient abi=$abi
-	va=$(gpu_alloc 64K)
-	mr_reg "$va" 4096
-	st mr-dereg "$mr_id" >/dev/null
-	st gpu-free "$va" >/dev/null
-	unload peermem_refclient
+	round_trip $abi
 done
 teardown
 
