@@ -190,22 +190,19 @@ PSIM_COST=$(sed -n 's/.*peermem\.provider_cost=\([a-z0-9]*\).*/\1/p' /proc/cmdli
 # psim_cost_params: sets _cost to the parameters of profile $PSIM_COST.
 psim_cost_params() {
 	case "$PSIM_COST" in
-	"" | off) _cost= ;;
-	v100)
-		_cost="pin_call_ns=68000 pin_page_ns=190 unpin_call_ns=37000 unpin_page_ns=100"
-		_cost="$_cost map_call_ns=4000 map_page_ns=30 unmap_call_ns=1000 unmap_page_ns=20"
+	"" | off)
+		_cost=
+		return
 		;;
-	b200 | aws)
-		# 64 KiB figures less one page's per-page term
-		if [ "$PSIM_COST" = b200 ]; then
-			_cost="pin_call_ns=81810 pin_page_ns=190 unpin_call_ns=28900 unpin_page_ns=100"
-		else
-			_cost="pin_call_ns=44810 pin_page_ns=190 unpin_call_ns=28900 unpin_page_ns=100"
-		fi
-		_cost="$_cost map_call_ns=4000 map_page_ns=30 unmap_call_ns=1000 unmap_page_ns=20"
-		;;
+	v100) _cost="pin_call_ns=68000 unpin_call_ns=37000" ;;
+	# 64 KiB figures less one page's per-page term
+	b200) _cost="pin_call_ns=81810 unpin_call_ns=28900" ;;
+	aws) _cost="pin_call_ns=44810 unpin_call_ns=28900" ;;
 	*) fail "peermem.provider_cost=$PSIM_COST: unknown profile (v100, b200, aws or off)" ;;
 	esac
+	# the per-page terms, map and unmap: v100's in every profile
+	_cost="$_cost pin_page_ns=190 unpin_page_ns=100"
+	_cost="$_cost map_call_ns=4000 map_page_ns=30 unmap_call_ns=1000 unmap_page_ns=20"
 }
 
 # load_provider: the simulated NVIDIA provider of generation $PSIM_DRIVER.
