@@ -68,7 +68,9 @@ vm-test: deps
 	kdir=$$(tests/build-all.sh) && \
 	if [ -n "$(PEERMEM_OFED_SRC)" ]; then \
 		PEERMEM_OFED_SRC="$(PEERMEM_OFED_SRC)" tests/realcore/vm-test.sh "$$kdir" $(RESULTS) $$f; \
-	else tests/run-vm-suites.sh "$$kdir" $(RESULTS) $$f; fi
+	else rm -rf $(RESULTS)/suites-for-kernel && \
+		cut=$$(tests/vm/cut-for-kernel.sh "$$kdir" $(RESULTS)/suites-for-kernel $$f) && \
+		PEERMEM_VM_SUITES=$(RESULTS)/suites-for-kernel tests/run-vm-suites.sh "$$kdir" $(RESULTS) $$cut; fi
 
 bench: deps
 	RESULTS=$(RESULTS) tests/bench/run-bench.sh

@@ -8,8 +8,10 @@
 # the scenario lines of other core generations left out (a real core is
 # one generation; generation= words name the simulator's, and a line
 # without one runs the default, modern), together
-# with the "caught" line that belongs to a line left out. The suites so cut
-# are under RESULTS_DIR/realcore-suites/ for the record.
+# with the "caught" line that belongs to a line left out, and then cut for
+# the kernel as every boot is (tests/vm/cut-for-kernel.sh: no KASAN-only
+# teeth without KASAN, NVIDIA's module on the primary kernel only). The
+# suites so cut are under RESULTS_DIR/realcore-suites/ for the record.
 # PEERMEM_REALCORE_SKIP=REGEX (grep -E) leaves out the scenario lines it
 # matches too (e.g. a scenario that oopses the real core, which would end
 # the boot there), said in the output.
@@ -60,6 +62,9 @@ for f in "$@"; do
 	echo "realcore vm-test: $n: $(grep -c '^scenario' "$f") scenario lines, $(grep -c '^scenario' "$cut_dir/$n") for generation $RC_GENERATION (MLNX_OFED $RC_RELEASE's core)${PEERMEM_REALCORE_SKIP:+, without those matching $PEERMEM_REALCORE_SKIP}" >&2
 	suites+=("$cut_dir/$n")
 done
+# and as this kernel can run them (tests/vm/cut-for-kernel.sh)
+mapfile -t suites < <("$repo/tests/vm/cut-for-kernel.sh" "$kdir" "$cut_dir" "${suites[@]}")
+[ "${#suites[@]}" = $# ] || die "the suites could not be cut for this kernel"
 export PEERMEM_REAL_CORE_KO=$ko
 export PEERMEM_VM_SUITES=$cut_dir
 exec "$repo/tests/run-vm-suites.sh" "$kdir" "$results" "${suites[@]}"

@@ -2,13 +2,12 @@
 # Boot suites on a kernel of the matrix other than the primary one, with the
 # modules tests/build-all.sh built for it (PEERMEM_KERNEL=<id>):
 #   run-kernel-matrix.sh <id> KDIR RESULTS_DIR SUITE_NAME...
-# A suite's `caught` line that names a detector the kernel lacks (KASAN on
-# a GCC-built Rust kernel: init/Kconfig allows no KASAN there) drops that
-# tooth, with its scenario line, from the suite the guest and the verdict
-# read, and so do runs of NVIDIA's module (built for the primary kernel
-# only); the log says which. Each verdict's suite is renamed
-# "<suite> [kernel <id>]" for the summary. Output lines start
-# "[kernel <id>] ". Exit 0 only if every suite is green.
+# The suites the guest and the verdict read are cut for the kernel
+# (tests/vm/cut-for-kernel.sh: no KASAN-only teeth on a kernel without
+# KASAN, no runs of NVIDIA's module); the log says what went. Each
+# verdict's suite is renamed "<suite> [kernel <id>]" for the summary.
+# Output lines start "[kernel <id>] ". Exit 0 only if every suite is
+# green.
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$repo" || exit 2
@@ -16,29 +15,13 @@ k=$1
 kdir=$2
 kres=$3
 shift 3
+# The suites as this kernel can run them (tests/vm/cut-for-kernel.sh).
 mkdir -p "$kres/suites"
-ksuites=()
-for s in "$@"; do
-	kasan=0
-	grep -q '^CONFIG_KASAN=y' "$kdir/.config" && kasan=1
-	# NVIDIA's own module (client=nvNNN) is built for the primary kernel
-	# only (tests/nvidia/build-nvidia-peermem.sh): its lines go, with
-	# their caught lines
-	awk -v kasan=$kasan '
-		/^scenario / { if (held != "") print held; held = $0; skip = 0
-			if ($0 ~ / client=nv[0-9]/) { nv++; held = ""; skip = 1 }
-			next }
-		/^caught / && skip { next }
-		/^caught .*KASAN:/ && !kasan { dropped++; held = ""; next }
-		{ if (held != "") { print held; held = "" } print }
-		END { if (held != "") print held
-			if (dropped) printf "%d KASAN-only teeth dropped ", dropped > "/dev/stderr"
-			if (nv) printf "%d runs of NVIDIA'"'"'s module dropped (built for the primary kernel only)", nv > "/dev/stderr" }' \
-		"tests/vm/suites/$s.suite" >"$kres/suites/$s.suite" 2>"$kres/suites/$s.dropped"
-	[ ! -s "$kres/suites/$s.dropped" ] ||
-		echo "[kernel $k] $s: $(cat "$kres/suites/$s.dropped")"
-	ksuites+=("$kres/suites/$s.suite")
-done
+paths=()
+for s in "$@"; do paths+=("tests/vm/suites/$s.suite"); done
+mapfile -t ksuites < <(PEERMEM_KERNEL=$k tests/vm/cut-for-kernel.sh "$kdir" "$kres/suites" "${paths[@]}" \
+	2> >(sed -u "s/^/[kernel $k] /" >&2))
+[ "${#ksuites[@]}" = $# ] || { echo "[kernel $k] the suites could not be cut for this kernel" >&2; exit 2; }
 PEERMEM_KERNEL=$k PEERMEM_VM_SUITES="$kres/suites" \
 	tests/vm/mkinitramfs.sh "$kres/initramfs.cpio" "$kdir" || exit 2
 # Its own suite-time history (the primary kernel's orders the primary run).

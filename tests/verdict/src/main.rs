@@ -20,7 +20,12 @@
 //!   scenario NVIDIA's own nvidia-peermem ran (`client=nvNNN`) beside our
 //!   module's run of it (issue 33), writes it as JSON to OUT; exit 0 only
 //!   if ours passed everywhere and NVIDIA's runs were as declared.
+//! - `vm-verdict cut-suite --suite FILE --out FILE [--no-kasan]
+//!   [--no-nvidia]` writes the suite as a kernel without KASAN, or without
+//!   a build of NVIDIA's module, can run it (`cut.rs`), and says on stderr
+//!   what it dropped.
 
+mod cut;
 mod ktap;
 mod log;
 mod nvidia;
@@ -202,6 +207,33 @@ fn nvidia_cmd(args: &[String]) -> Result<bool, String> {
     Ok(report.ours_failed == 0 && report.nvidia_undeclared == 0 && !report.rows.is_empty())
 }
 
+fn cut_suite(args: &[String]) -> Result<bool, String> {
+    let path = opt(args, "--suite").ok_or("cut-suite: --suite FILE is required")?;
+    let out = opt(args, "--out").ok_or("cut-suite: --out FILE is required")?;
+    // The suite must parse before and after: a cut never hides a bad line.
+    let name = load_suite(&path)?.name;
+    let kernel = cut::Kernel {
+        kasan: !args.iter().any(|a| a == "--no-kasan"),
+        nvidia: !args.iter().any(|a| a == "--no-nvidia"),
+    };
+    let c = cut::cut(&read(&path)?, kernel);
+    suite::Suite::parse(&name, &c.text).map_err(|e| format!("{path}, cut: {e}"))?;
+    std::fs::write(&out, &c.text).map_err(|e| format!("cannot write {out}: {e}"))?;
+    if c.kasan_teeth > 0 {
+        eprintln!(
+            "{name}: {} KASAN-only teeth dropped with their scenario lines (this kernel has no KASAN)",
+            c.kasan_teeth
+        );
+    }
+    if c.nvidia_runs > 0 {
+        eprintln!(
+            "{name}: {} runs of NVIDIA's module dropped (built for the primary kernel only)",
+            c.nvidia_runs
+        );
+    }
+    Ok(true)
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
@@ -210,8 +242,9 @@ fn main() -> ExitCode {
         Some("summary") => summary_cmd(&args[1..]),
         Some("reliability") => reliability_cmd(&args[1..]),
         Some("nvidia-vs-ours") => nvidia_cmd(&args[1..]),
+        Some("cut-suite") => cut_suite(&args[1..]),
         _ => Err(
-            "usage: vm-verdict check|suite-field|summary|reliability|nvidia-vs-ours ... (see src/main.rs)"
+            "usage: vm-verdict check|suite-field|summary|reliability|nvidia-vs-ours|cut-suite ... (see src/main.rs)"
                 .into(),
         ),
     };

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The suites as the kernel in KDIR can run them:
+#   cut-for-kernel.sh KDIR OUT_DIR SUITE_FILE...
+# writes each suite to OUT_DIR under its own name and prints the paths
+# written, one a line; stderr says what was dropped. A kernel without KASAN
+# (GCC-built with Rust: init/Kconfig allows none) loses the teeth only KASAN
+# catches, and a kernel other than the primary one (PEERMEM_KERNEL) the runs
+# of NVIDIA's module, built for the primary kernel only, each with its
+# scenario line (`vm-verdict cut-suite`, tests/verdict/src/cut.rs). On the
+# primary kernel the suites come out unchanged. A suite may be cut in place
+# (OUT_DIR its own folder). make vm-test, the matrix of make test and the
+# real-core runs all boot their suites through this.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+[ $# -ge 3 ] || { echo "usage: cut-for-kernel.sh KDIR OUT_DIR SUITE_FILE..." >&2; exit 2; }
+kdir=$1
+out=$2
+shift 2
+primary=$(awk '!/^#/ && NF { print $1; exit }' "$repo/tests/kernel/kernels")
+args=()
+grep -q '^CONFIG_KASAN=y' "$kdir/.config" || args+=(--no-kasan)
+[ "${PEERMEM_KERNEL:-$primary}" = "$primary" ] || args+=(--no-nvidia)
+mkdir -p "$out"
+for f in "$@"; do
+	n=$(basename "$f")
+	"$repo/target/release/vm-verdict" cut-suite --suite "$f" --out "$out/.$n.cut" "${args[@]}"
+	mv "$out/.$n.cut" "$out/$n"
+	echo "$out/$n"
+done
