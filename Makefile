@@ -16,9 +16,10 @@
 #   make soak       boot each race/stress suite SOAK_N (20) times, fresh seeds
 #   make print-build-env  can this node's kernel (KDIR) build the module? if not, why
 #
-# KERNEL=<id> (vm-test, test-kernel, bench-kernel, bench): a kernel of the test
-# matrix (tests/kernel/kernels) other than the primary 6.12, e.g.
+# KERNEL=<id> (vm-test, soak, test-kernel, bench-kernel, bench): a kernel of the
+# test matrix (tests/kernel/kernels) other than the primary 6.12, e.g.
 #   make vm-test SUITE=module KERNEL=7.2
+# Every boot there runs its suites as that kernel can (tests/vm/cut-for-kernel.sh).
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
 ifdef KERNEL

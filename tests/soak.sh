@@ -5,7 +5,7 @@
 # Not part of `make test` (it is long). SOAK_SUITES="a b" overrides the list.
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$repo"
+cd "$repo" || exit 2
 results="${RESULTS:-$repo/results}/soak"
 n=${SOAK_N:-20}
 case "$n" in '' | *[!0-9]*) echo "error: SOAK_N=$n is not a number" >&2; exit 2 ;; esac
@@ -41,8 +41,14 @@ for s in "${names[@]}"; do
 done
 
 kdir=$(tests/build-all.sh) || { echo "error: the build failed" >&2; exit 1; }
+# The suites as this kernel can run them (tests/vm/cut-for-kernel.sh).
+rm -rf "$results/suites-for-kernel"
+mapfile -t cut < <(tests/vm/cut-for-kernel.sh "$kdir" "$results/suites-for-kernel" "${files[@]}")
+[ "${#cut[@]}" = "${#files[@]}" ] || { echo "error: the suites could not be cut for this kernel" >&2; exit 2; }
+for i in "${!files[@]}"; do runs_of[${cut[$i]}]=${runs_of[${files[$i]}]}; done
+files=("${cut[@]}")
 initramfs="$results/initramfs.cpio"
-tests/vm/mkinitramfs.sh "$initramfs" "$kdir" || exit 2
+PEERMEM_VM_SUITES="$results/suites-for-kernel" tests/vm/mkinitramfs.sh "$initramfs" "$kdir" || exit 2
 
 start=$(date +%s)
 # Boots run PEERMEM_VM_JOBS at a time (default: cores + 1, as make test),
