@@ -70,6 +70,8 @@ if [ -f "$tree/mlnx-ofa_kernel.spec" ]; then
 		release=$(sed -n 's/^%{!?_version: %global _version \([^}]*\)}.*/\1/p' "$tree/mlnx-ofa_kernel.spec" | head -n 1)
 fi
 release=${PEERMEM_OFED_RELEASE:-${release:-unknown}}
+[ "$release" != unknown ] ||
+	echo "build-real-core: $tree has no mlnx-ofa_kernel.spec to name its release: the logs say 'unknown' (PEERMEM_OFED_RELEASE=<release> names it)" >&2
 case "$release" in
 *[!A-Za-z0-9._-]*) die "release label '$release' has characters other than letters, digits, . _ -" ;;
 esac
