@@ -8,8 +8,10 @@
 # of NVIDIA's module, built for the primary kernel only, each with its
 # scenario line (`vm-verdict cut-suite`, tests/verdict/src/cut.rs). On the
 # primary kernel the suites come out unchanged. A suite may be cut in place
-# (OUT_DIR its own folder). make vm-test, the matrix of make test and the
-# real-core runs all boot their suites through this.
+# (OUT_DIR its own folder). make vm-test, make soak, the matrix of make
+# test and the real-core runs all boot their suites through this. A kernel
+# tree without a .config is an error, not a kernel without KASAN: the
+# primary kernel's teeth must never go quietly.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 [ $# -ge 3 ] || { echo "usage: cut-for-kernel.sh KDIR OUT_DIR SUITE_FILE..." >&2; exit 2; }
@@ -17,6 +19,7 @@ kdir=$1
 out=$2
 shift 2
 primary=$(awk '!/^#/ && NF { print $1; exit }' "$repo/tests/kernel/kernels")
+[ -f "$kdir/.config" ] || { echo "cut-for-kernel: $kdir has no .config: cannot tell whether the kernel has KASAN" >&2; exit 2; }
 args=()
 grep -q '^CONFIG_KASAN=y' "$kdir/.config" || args+=(--no-kasan)
 [ "${PEERMEM_KERNEL:-$primary}" = "$primary" ] || args+=(--no-nvidia)

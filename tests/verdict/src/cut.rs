@@ -4,9 +4,9 @@
 //! - a tooth (`caught` line) that names a KASAN report, on a kernel without
 //!   KASAN: a GCC-built kernel with Rust has none (`init/Kconfig`: `RUST
 //!   depends on !KASAN || CC_IS_CLANG`), and KFENCE, which stands in for
-//!   it there, samples one allocation every few milliseconds, so the
-//!   planted use-after-free goes unreported on most boots and the tooth
-//!   fails for no fault of the scenario;
+//!   it there, samples one allocation every 10 ms, so a planted
+//!   use-after-free may go unreported (it did, in every round of a 7.2
+//!   boot) and the tooth fail for no fault of the scenario;
 //! - a run of NVIDIA's own module (`client=nvNNN`), on a kernel it was not
 //!   built for (only the primary one).
 //!
