@@ -6,7 +6,7 @@
 #   make test       set up, then every test (host + VM), ending "N passed, N failed, N skipped"
 #   make check      the fast loop while working: host tests, lint, build, one VM boot
 #   make deps       install the Debian packages and tools (run by demo/test)
-#   make vm-test SUITE=name   build and boot one suite of tests/vm/suites/
+#   make vm-test SUITE=name   build and boot one suite of tests/vm/suites/ (or matrix/)
 #                   (PEERMEM_OFED_SRC=<mlnx-ofa_kernel tree>: against MLNX_OFED's
 #                   real PeerDirect core, docs/real-core.md)
 #   make bench      the in-VM benchmarks on every kernel's production config and the debug kernel
@@ -16,8 +16,9 @@
 #   make soak       boot each race/stress suite SOAK_N (20) times, fresh seeds
 #   make print-build-env  can this node's kernel (KDIR) build the module? if not, why
 #
-# KERNEL=<id> (vm-test, soak, test-kernel, bench-kernel, bench): a kernel of the
-# test matrix (tests/kernel/kernels) other than the primary 6.12, e.g.
+# KERNEL=<id> (vm-test, soak, test-kernel, bench-kernel, bench): a kernel of
+# the test bed (tests/kernel/kernels) other than the primary 6.12, e.g.
+#   make vm-test SUITE=module KERNEL=7.1-ubuntu   (Ubuntu 26.04's build and layout)
 #   make vm-test SUITE=module KERNEL=7.2
 # Every boot there runs its suites as that kernel can (tests/vm/cut-for-kernel.sh).
 
@@ -62,10 +63,10 @@ demo: deps
 	RESULTS=$(RESULTS) tests/demo.sh
 
 vm-test: deps
-	@test -n "$(SUITE)" || { echo "usage: make vm-test SUITE=<NAME of tests/vm/{suites,check,soak-suites,selftest}/NAME.suite>"; exit 2; }
-	@f=$$(ls tests/vm/suites/$(SUITE).suite tests/vm/check/$(SUITE).suite \
+	@test -n "$(SUITE)" || { echo "usage: make vm-test SUITE=<NAME of tests/vm/{suites,matrix,check,soak-suites,selftest}/NAME.suite>"; exit 2; }
+	@f=$$(ls tests/vm/suites/$(SUITE).suite tests/vm/matrix/$(SUITE).suite tests/vm/check/$(SUITE).suite \
 		tests/vm/soak-suites/$(SUITE).suite tests/vm/selftest/$(SUITE).suite 2>/dev/null | head -n 1); \
-	test -n "$$f" || { echo "make vm-test: no suite $(SUITE) (tests/vm/{suites,check,soak-suites,selftest}/)"; exit 2; }; \
+	test -n "$$f" || { echo "make vm-test: no suite $(SUITE) (tests/vm/{suites,matrix,check,soak-suites,selftest}/)"; exit 2; }; \
 	kdir=$$(tests/build-all.sh) && \
 	if [ -n "$(PEERMEM_OFED_SRC)" ]; then \
 		PEERMEM_OFED_SRC="$(PEERMEM_OFED_SRC)" tests/realcore/vm-test.sh "$$kdir" $(RESULTS) $$f; \

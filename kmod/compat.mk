@@ -1,37 +1,74 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The kernel-compatibility probes (the conftest idea, for the kernel crate):
-# each names one difference between the kernels we build on and finds out
-# which side of it this kernel is on by reading the kernel's own Rust
-# sources. Each gives a `--cfg pm_<name>` to every crate of the module,
+# each names one difference between the kernel crates we build against and
+# finds out which side of it this kernel is on by compiling a few lines
+# (kmod/compat/<name>.rs) against the kernel's Rust metadata, with the
+# very command line the module's own objects get. Only build outputs are
+# read (rust/*.rmeta, libmacros.so): a distribution's headers and its
+# linux-lib-rust package have no Rust sources, and need none. Each probe
+# that compiles gives a `--cfg pm_<name>` to every crate of the module,
 # and kmod/compat.rs is where the code for both sides lives. Adding a
-# kernel: a probe here for each new difference, its two sides in compat.rs.
+# kernel: a probe here for each new difference, its two sides in
+# compat.rs.
 #
-# Tested kernels (tests/kernel/kernels): 6.12 (no probe true), 7.2 (all
-# true).
-
-pm_rust_src := $(srctree)/rust
-
-# pm_probe,<file under rust/>,<extended regexp>: y if the file matches.
-pm_probe = $(shell grep -qsE '$(2)' $(pm_rust_src)/$(1) && echo y)
-
-ifeq ($(wildcard $(pm_rust_src)/kernel/lib.rs),)
-$(error nvidia_peermem_rs: $(pm_rust_src)/kernel/lib.rs missing: this kernel tree has no Rust sources (a headers package without rust/? see 'make print-build-env'))
-endif
+# Tested kernels (tests/kernel/kernels): 6.12 (no probe true), 7.1 and
+# 7.2 (all true).
 
 # module!'s author key became `authors: [...]`.
-pm_compat_module_authors := $(call pm_probe,macros/module.rs,\bauthors\b)
 # CStr's `as_char_ptr` comes from the trait `CStrExt` (CStr is core's).
-pm_compat_cstr_ext := $(call pm_probe,kernel/str.rs,trait CStrExt)
-# The kernel's bindgen options derive pin_init's `MaybeZeroable`.
-pm_compat_bindgen_zeroable := $(call pm_probe,bindgen_parameters,=MaybeZeroable)
-
 # kunit_assert! takes the file name as a C string literal.
-pm_compat_kunit_cstr_file := $(call pm_probe,kernel/kunit.rs,static FILE: .*CStr = .file;)
-
 # impl_list_item! names the ListLinks field (`using ListLinks { self.f }`)
 # instead of taking it from impl_has_list_links!.
-pm_compat_list_item_field := $(call pm_probe,kernel/list/impl_list_item_mod.rs,using ListLinks \{ self)
+pm_compat_probes := module_authors cstr_ext kunit_cstr_file list_item_field
+
+# Where the kernel's Rust metadata is: $(objtree)/rust, or PM_RUST_LIB
+# when the build tree's rust/ is elsewhere (an Ubuntu HWE headers package
+# links it to a directory its linux-lib-rust package does not install).
+ifneq ($(PM_RUST_LIB),)
+rustflags-y += -L $(PM_RUST_LIB)
+pm_kernel_rmeta := $(PM_RUST_LIB)/libkernel.rmeta
+else
+pm_kernel_rmeta := $(objtree)/rust/libkernel.rmeta
+endif
+ifeq ($(wildcard $(pm_kernel_rmeta)),)
+$(error nvidia_peermem_rs: $(pm_kernel_rmeta) missing: this kernel's Rust metadata is not installed (Ubuntu: the linux-lib-rust package; see 'make print-build-env'))
+endif
+
+# The verdicts, read by rustc as arguments (`@file`).
+rustflags-y += @$(obj)/kmod/compat.cfg
+
+# A probe is compiled as the module's objects are (the kernel's own
+# rust_common_cmd), less the verdicts it is making, with lints capped: a
+# warning must not decide a probe. The baseline has to compile on every
+# kernel; when it does not, the kernel's metadata cannot be used at all and
+# the build stops with rustc's reason.
+pm_probe_rustc = $(filter-out @%compat.cfg,$(rust_common_cmd)) --cap-lints allow
+
+quiet_cmd_pm_compat = PROBE   $@
+      cmd_pm_compat = \
+	set -e; d=$@.probes; rm -rf $$d; mkdir -p $$d; \
+	probe() { $(pm_probe_rustc) --emit=metadata=$$d/$$1.rmeta \
+		$(src)/kmod/compat/$$1.rs >$$d/$$1.log 2>&1; }; \
+	if ! probe baseline; then \
+		echo "nvidia_peermem_rs: cannot compile against this kernel's Rust metadata ($(pm_kernel_rmeta)):" >&2; \
+		grep -m 5 -E '^error' $$d/baseline.log >&2 || tail -n 5 $$d/baseline.log >&2; \
+		exit 1; \
+	fi; \
+	: >$@.tmp; yes=; \
+	for p in $(pm_compat_probes); do \
+		if probe $$p; then printf -- '--cfg\npm_%s\n' $$p >>$@.tmp; yes="$$yes $$p"; fi; \
+	done; \
+	echo "nvidia_peermem_rs: kernel crate probes true:$${yes:- none}"; \
+	mv $@.tmp $@; rm -rf $$d $(depfile)
+
+$(obj)/kmod/compat.cfg: $(src)/kmod/compat.mk $(pm_kernel_rmeta) \
+		$(addprefix $(src)/kmod/compat/,baseline.rs $(addsuffix .rs,$(pm_compat_probes)))
+	$(call cmd,pm_compat)
+
+$(obj)/kmod/nvidia_peermem_rs.o $(obj)/kmod/nvidia_peermem_rs_kunit.o: $(obj)/kmod/compat.cfg
+
+clean-files += kmod/compat.cfg
 
 # Not probed: what 7.x's kernel crate offers and 6.12's lacks, kept as
 # one implementation for both kernels (kmod/params.rs and kmod/debugfs.rs
@@ -46,8 +83,3 @@ pm_compat_list_item_field := $(call pm_probe,kernel/list/impl_list_item_mod.rs,u
 #   the registry's global lock on 7.x (a plain spin_lock, its list
 #   const-constructible), but 6.12 has no static kernel-crate lock, so the
 #   registry keeps one lock that both kernels build.
-
-pm_compat_cfgs := $(foreach c,module_authors cstr_ext \
-	bindgen_zeroable kunit_cstr_file list_item_field,\
-	$(if $(pm_compat_$(c)),--cfg pm_$(c)))
-rustflags-y += $(pm_compat_cfgs)

@@ -2,15 +2,15 @@
 
 //! The kernel-compatibility layer: every difference between the kernel
 //! crates this module builds against, in one place. Each is a `pm_<name>`
-//! cfg that `kmod/compat.mk` sets by probing the kernel's Rust sources, and
-//! a wrapper here with one arm per side. The rest of the module uses these
-//! wrappers and never tests a kernel version itself.
+//! cfg that `kmod/compat.mk` sets by compiling a probe (`compat/<name>.rs`)
+//! against the kernel's Rust metadata, and a wrapper here with one arm per
+//! side. The rest of the module uses these wrappers and never tests a
+//! kernel version itself.
 //!
-//! | cfg                    | 6.12                    | 7.2                          |
+//! | cfg                    | 6.12                    | 7.1, 7.2                     |
 //! |------------------------|-------------------------|------------------------------|
 //! | `pm_module_authors`    | `module! { author: }`   | `module! { authors: [..] }`  |
 //! | `pm_cstr_ext`          | `CStr::as_char_ptr`     | `CStrExt::as_char_ptr`       |
-//! | `pm_bindgen_zeroable`  | plain bindgen structs   | `derive(MaybeZeroable)`      |
 //! | `pm_kunit_cstr_file`   | `kunit_assert!(.., "f")`| `kunit_assert!(.., c"f")`    |
 //! | `pm_list_item_field`   | `impl_list_item!` with `impl_has_list_links!` | `impl_list_item!` naming the field |
 //!

@@ -25,12 +25,6 @@
 
 use kernel::ffi;
 
-// The kernel's bindgen options (`rust/bindgen_parameters`, which this
-// crate's bindgen run reuses) derive `MaybeZeroable` on every struct since
-// the kernel crate moved to the `pin_init` crate.
-#[cfg(pm_bindgen_zeroable)]
-use pin_init::MaybeZeroable;
-
 #[allow(unused_imports)]
 use kernel::bindings::*;
 

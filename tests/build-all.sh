@@ -56,6 +56,19 @@ if [ "$PEERMEM_KERNEL" != "$PEERMEM_PRIMARY_KERNEL" ]; then
 	make -s -C "$kdir" M="$tree/tests/fixtures" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
 	make -s -C "$kdir" M="$tree/tests/fixtures/r525" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
 	make -s -C "$kdir" M="$tree/tests/fixtures/pd_exports" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
+	make -s -C "$kdir" M="$tree/tests/fixtures/driver-copy" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
+	case $PEERMEM_KERNEL in
+	*-ubuntu)
+		# An Ubuntu-shaped kernel: the module, its drop-in and its KUnit
+		# module from the installed layout alone, through dkms and the
+		# Debian package (tests/ubuntu/README.md); the fixtures above
+		# are the .ko files that layout holds.
+		wait_cargo
+		tests/ubuntu/build-modules.sh "$kdir" "$tree"
+		echo "$kdir"
+		exit 0
+		;;
+	esac
 	make -s -C "$kdir" M="$tree" "${PEERMEM_KMAKE_ARGS[@]}" \
 		"KBUILD_EXTRA_SYMBOLS=$tree/tests/fixtures/Module.symvers" PEERMEM_KUNIT=1 -j"$jobs" modules >&2
 	# The drop-in and the stand-in for the driver's copy, as for the
@@ -63,8 +76,7 @@ if [ "$PEERMEM_KERNEL" != "$PEERMEM_PRIMARY_KERNEL" ]; then
 	# the tree, where mkinitramfs.sh looks): the module's refusal to load
 	# beside another client and what NCCL and UCX see of each build are
 	# checked on every kernel.
-	echo "build: kernel $PEERMEM_KERNEL: nvidia-peermem.ko (drop-in) and the driver's stand-in" >&2
-	make -s -C "$kdir" M="$tree/tests/fixtures/driver-copy" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
+	echo "build: kernel $PEERMEM_KERNEL: nvidia-peermem.ko (drop-in)" >&2
 	mkdir -p "$tree/build/dropin"
 	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' \
 		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \

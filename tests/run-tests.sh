@@ -45,11 +45,12 @@ if ! kdir=$(tests/build-all.sh); then
 	exit 1
 fi
 
-# The other kernels of the matrix (tests/kernel/kernels after the primary
-# one): each boots the matrix suites, in the same pool of QEMUs as the
-# primary kernel's suites (below).
+# The other kernels of the matrix (those tests/kernel/kernels marks
+# "matrix"; "on-demand" ones boot only with make vm-test KERNEL=<id>): each
+# boots the matrix suites, in the same pool of QEMUs as the primary
+# kernel's suites (below).
 matrix_suites=(module driver-matrix rel-races field-teeth)
-mapfile -t matrix_kernels < <(awk '!/^#/ && NF { print $1 }' tests/kernel/kernels | tail -n +2)
+mapfile -t matrix_kernels < <(awk '!/^#/ && NF && $5 == "matrix" { print $1 }' tests/kernel/kernels)
 if [ -n "${PEERMEM_MATRIX_KERNELS+set}" ]; then
 	read -ra matrix_kernels <<<"$PEERMEM_MATRIX_KERNELS"
 fi
@@ -146,9 +147,15 @@ vm_slots="$results/.vm-slots"
 # built (cached kernels: the fixtures, the module and its KUnit module,
 # ~1 min), then its suites join the pool, into results/kernel-<id>/
 # (tests/vm/run-kernel-matrix.sh).
+# kernel_suites ID: the matrix suites, and on an Ubuntu-shaped kernel
+# (tests/ubuntu/) what its build and layout add.
+kernel_suites() {
+	echo "${matrix_suites[@]}"
+	case $1 in *-ubuntu) [ -n "${SUITES:-}" ] && [[ " $SUITES " != *" ubuntu-layout "* ]] || echo ubuntu-layout ;; esac
+}
 matrix_verdicts=()
 for k in "${matrix_kernels[@]}"; do
-	for s in "${matrix_suites[@]}"; do matrix_verdicts+=("$results/kernel-$k/$s/verdict.json"); done
+	for s in $(kernel_suites "$k"); do matrix_verdicts+=("$results/kernel-$k/$s/verdict.json"); done
 done
 matrix_pid=
 if [ "${#matrix_kernels[@]}" -gt 0 ]; then
@@ -162,7 +169,8 @@ if [ "${#matrix_kernels[@]}" -gt 0 ]; then
 				echo "error: kernel $k: the build failed (its suites are counted failed)"
 				continue
 			fi
-			PEERMEM_VM_SLOTS=$vm_slots tests/vm/run-kernel-matrix.sh "$k" "$kd" "$results/kernel-$k" "${matrix_suites[@]}" 2>&1
+			# shellcheck disable=SC2046 # suite names: one word each
+			PEERMEM_VM_SLOTS=$vm_slots tests/vm/run-kernel-matrix.sh "$k" "$kd" "$results/kernel-$k" $(kernel_suites "$k") 2>&1
 		done
 		echo $(($(date +%s) - t0)) >"$results/phase-vm-matrix.seconds"
 	) 2>&1 | tee "$results/vm-matrix.out" |

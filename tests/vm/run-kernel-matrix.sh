@@ -18,7 +18,11 @@ shift 3
 # The suites as this kernel can run them (tests/vm/cut-for-kernel.sh).
 mkdir -p "$kres/suites"
 paths=()
-for s in "$@"; do paths+=("tests/vm/suites/$s.suite"); done
+# A suite of every kernel (tests/vm/suites/) or of some kernels of the
+# matrix only (tests/vm/matrix/).
+for s in "$@"; do
+	if [ -f "tests/vm/suites/$s.suite" ]; then paths+=("tests/vm/suites/$s.suite"); else paths+=("tests/vm/matrix/$s.suite"); fi
+done
 mapfile -t ksuites < <(PEERMEM_KERNEL=$k tests/vm/cut-for-kernel.sh "$kdir" "$kres/suites" "${paths[@]}" \
 	2> >(sed -u "s/^/[kernel $k] /" >&2))
 [ "${#ksuites[@]}" = $# ] || { echo "[kernel $k] the suites could not be cut for this kernel" >&2; exit 2; }
