@@ -31,7 +31,8 @@ fail() {
 	exit 1
 }
 
-kver=$("$repo/tests/ubuntu/stage-layout.sh" "$ktree" "$root" 2>"$logs/stage.log") ||
+# PEERMEM_UBUNTU_LAYOUT=hwe: the HWE headers' dangling rust link.
+kver=$("$repo/tests/ubuntu/stage-layout.sh" "$ktree" "$root" "${PEERMEM_UBUNTU_LAYOUT:-}" 2>"$logs/stage.log") ||
 	fail "staging the layout failed ($logs/stage.log)"
 "$repo/tests/ubuntu/install-modules.sh" "$root" "$kver" "$tree/tests/fixtures" >"$logs/install.log" 2>&1 ||
 	fail "installing the driver and core stand-ins failed ($logs/install.log)"
@@ -67,7 +68,8 @@ dkms_build() {
 		cp "$work/dkms/$pkg/$version/build/make.log" "$logs/make-$pkg.log" 2>/dev/null || :
 	dk install -m "$pkg" -v "$version" -k "$kver" --no-depmod --installtree "$root/lib/modules" \
 		>>"$logs/dkms-$pkg.log" 2>&1 || fail "dkms install of $pkg ($logs/dkms-$pkg.log)"
-	ko=$(find "$root/lib/modules/$kver/updates/dkms" -name "$mod.ko*" | head -n 1)
+	# (the drop-in's file may be named nvidia_peermem.ko or nvidia-peermem.ko)
+	ko=$(find "$root/lib/modules/$kver/updates/dkms" -name "$(echo "$mod" | tr _- '??').ko*" | head -n 1)
 	[ -n "$ko" ] || fail "dkms installed no $mod.ko"
 	case $ko in
 	*.zst) zstd -q -d -c "$ko" >"$work/$mod.ko" ;;

@@ -39,6 +39,7 @@ hdr=$root/usr/src/linux-headers-$kver
 librust=$root/usr/src/linux-lib-rust-$kver/rust
 
 # The headers, by the kernel's own list of what external modules need.
+[ -f "$ktree/Module.symvers" ] || : >"$ktree/Module.symvers"
 (cd "$ktree" && srctree=. SRCARCH=x86 MAKE=make CC="$PEERMEM_KERNEL_CC" HOSTCC="$PEERMEM_KERNEL_CC" \
 	sh scripts/package/install-extmod-build "$hdr") >&2
 cp "$ktree/.config" "$hdr/.config"
@@ -57,8 +58,13 @@ if find "$hdr/" "$librust" -name '*.rs' -o -name bindgen_parameters | grep -q .;
 	exit 1
 fi
 
-# The kernel's own modules, signed and compressed as Ubuntu installs them.
-make -s -C "$ktree" "${PEERMEM_KMAKE_ARGS[@]}" INSTALL_MOD_PATH="$root" modules_install >&2
+# The kernel's own modules, signed and compressed as Ubuntu installs them
+# (none where the kernel was only prepared for external modules).
+if [ -f "$ktree/modules.order" ]; then
+	make -s -C "$ktree" "${PEERMEM_KMAKE_ARGS[@]}" INSTALL_MOD_PATH="$root" modules_install >&2
+else
+	mkdir -p "$root/lib/modules/$kver"
+fi
 rm -f "$root/lib/modules/$kver/build"
 ln -s "../../../usr/src/linux-headers-$kver" "$root/lib/modules/$kver/build"
 echo "$kver"
