@@ -91,6 +91,7 @@ test_shellcheck() {
 	command -v shellcheck >/dev/null || die "shellcheck missing (packaging/deps.txt)"
 	shellcheck -s sh "$pkg/libexec/nvidia-peermem-rs-guard" "$pkg/deb/build-deb.sh" "$pkg/deb/build-tool-deb.sh" \
 		"$repo/tests/scenarios/packaging_dkms_load.sh" &&
+		shellcheck -s bash "$repo/scripts/print-build-env.sh" &&
 		shellcheck -s bash "$pkg/tests/run.sh" &&
 		for s in postinst prerm postrm; do
 			sed -e "s/@NAME@/$name/g" -e "s/@VERSION@/$version/g" "$pkg/deb/$s.in" >"$T/$s"
@@ -126,6 +127,104 @@ test_make_no_kernel() {
 	[[ "$o" == *"nvidia-peermem-rs: error: no kernel build tree at KDIR=$T/no-kernel-tree"* ]] ||
 		die "make without a kernel tree did not give the build's error"
 	[[ "$o" != *"No such file or directory"* ]] || die "make went on into the missing tree"
+}
+
+# --- make print-build-env on Ubuntu-shaped nodes -------------------------------
+# Staged trees laid out as Ubuntu's packages lay them out: the kernel's
+# config in /boot, linux-headers-<v> without Rust sources and with its
+# rust link, linux-lib-rust-<v>/rust with the compiled crates, the kernel's
+# rustc as rustc-1.NN. The programs come from a PATH holding only stubs and
+# the few tools the script uses, so the host's own rustc, bindgen and dkms
+# never count.
+test_print_build_env_ubuntu() {
+	local d=$T/pbe tools=$T/pbe-tools o rc
+	rm -rf "$d" "$tools" && mkdir -p "$d" "$tools" || return 1
+	local tool
+	for tool in bash sh sed cat head tr readlink awk uname grep sort env dirname basename; do
+		ln -s "$(command -v "$tool")" "$tools/$tool" || die "no $tool on this host"
+	done
+	stub() { # ROOT NAME OUTPUT
+		mkdir -p "$1/bin" && printf '#!/bin/sh\necho "%s"\n' "$3" >"$1/bin/$2" && chmod 755 "$1/bin/$2"
+	}
+	node() { # NAME VERSION_ID KVER RUST(y|n) RUSTC_TEXT: /etc/os-release and /boot/config
+		local r=$d/$1
+		mkdir -p "$r/etc" "$r/boot" "$r/lib/modules/$3"
+		printf 'NAME="Ubuntu"\nID=ubuntu\nVERSION_ID="%s"\n' "$2" >"$r/etc/os-release"
+		{
+			echo CONFIG_X86_64=y
+			if [ "$4" = y ]; then echo CONFIG_RUST=y; else echo '# CONFIG_RUST is not set'; fi
+			echo "CONFIG_RUSTC_VERSION_TEXT=\"$5\""
+			echo 'CONFIG_CC_VERSION_TEXT="x86_64-linux-gnu-gcc-15 (Ubuntu 15.2.0-4ubuntu4) 15.2.0"'
+			echo 'CONFIG_BINDGEN_VERSION_TEXT="bindgen 0.72.1"'
+			echo CONFIG_MODVERSIONS=y
+		} >"$r/boot/config-$3"
+	}
+	installed() { # NAME KVER RUSTC_PKG RUSTC_TEXT RUST_LINK: what apt install puts there
+		local r=$1 h=$d/$1/usr/src/linux-headers-$2
+		r=$d/$r
+		mkdir -p "$h/include/config" "$h/scripts" "$r/usr/src/linux-lib-rust-$2/rust" "$r/usr/lib/llvm-21/lib"
+		cp "$r/boot/config-$2" "$h/.config" && touch "$h/Makefile" "$h/scripts/target.json" &&
+			echo "$2" >"$h/include/config/kernel.release" || return 1
+		ln -sfn "$5" "$h/rust"
+		rm -rf "$r/lib/modules/$2/build" && ln -s "$h" "$r/lib/modules/$2/build"
+		local f
+		for f in libkernel.rmeta libcore.rmeta libmacros.so libffi.rmeta; do
+			touch "$r/usr/src/linux-lib-rust-$2/rust/$f"
+		done
+		touch "$r/usr/lib/llvm-21/lib/libclang.so.1"
+		stub "$r" "$3" "$4" && stub "$r" bindgen "bindgen 0.72.1" && stub "$r" dkms "dkms-3.2.0" &&
+			stub "$r" x86_64-linux-gnu-gcc-15 "x86_64-linux-gnu-gcc-15 (Ubuntu 15.2.0-4ubuntu4) 15.2.0"
+	}
+	pbe() { # NAME KVER: run the script as `make print-build-env` does on that node
+		o=$(env -i PATH="$d/$1/bin:$tools" PEERMEM_SYSROOT="$d/$1" KVER="$2" \
+			KDIR="$d/$1/lib/modules/$2/build" bash "$repo/scripts/print-build-env.sh" 2>&1)
+		rc=$?
+		echo "--- $1 ($2): exit $rc"
+		echo "$o"
+	}
+	has() { [[ "$o" == *"$1"* ]] || die "expected: $1"; }
+	local ga=7.0.0-14-generic hwe=6.17.0-14-generic
+	local r2604="rustc 1.93.1 (01f6ddf75 2026-02-11) (built from a source tarball)"
+	local rhwe="rustc 1.82.0 (f6e511eec 2024-10-15) (built from a source tarball)"
+	# 26.04 GA, nothing installed but the kernel: every package named.
+	node ga 26.04 "$ga" y "$r2604"
+	pbe ga "$ga"
+	[ "$rc" = 1 ] || die "a node without headers passed"
+	has "install: sudo apt install linux-headers-$ga linux-lib-rust-$ga rustc-1.93 bindgen libclang-dev dkms"
+	# Everything installed: the kernel's rustc found as rustc-1.93, the
+	# crates through the headers' rust link.
+	installed ga "$ga" rustc-1.93 "$r2604" "../linux-lib-rust-$ga/rust" || return 1
+	pbe ga "$ga"
+	[ "$rc" = 0 ] || die "the 26.04 node with every package installed cannot build"
+	has "ok    rustc                  $r2604 (as the kernel's)"
+	has "verdict: YES"
+	[[ "$o" != *"install:"* ]] || die "asks to install something on a complete node"
+	# Only the kernel's rustc missing (a rustup rustc of the same number is not it).
+	rm "$d/ga/bin/rustc-1.93" && stub "$d/ga" rustc "rustc 1.93.1 (01f6ddf75 2026-02-11)"
+	pbe ga "$ga"
+	[ "$rc" = 1 ] || die "a rustup rustc was taken for the kernel's"
+	has "install: sudo apt install rustc-1.93"
+	# 24.04 HWE 6.17: the headers' rust link dangles; the build uses
+	# linux-lib-rust, and the fix for other builds is spelled out.
+	node hwe 24.04 "$hwe" y "$rhwe"
+	installed hwe "$hwe" rustc-1.82 "$rhwe" "../linux-hwe-6.17-lib-rust-$hwe/rust" || return 1
+	pbe hwe "$hwe"
+	[ "$rc" = 0 ] || die "the HWE node cannot build"
+	has "points to the missing ../linux-hwe-6.17-lib-rust-$hwe/rust"
+	has "sudo ln -s linux-lib-rust-$hwe /usr/src/linux-hwe-6.17-lib-rust-$hwe"
+	has "$d/hwe/usr/src/linux-lib-rust-$hwe/rust: libkernel.rmeta"
+	# DGX OS's linux-nvidia: Rust off.
+	node nv 24.04 6.8.0-1020-nvidia n ""
+	pbe nv 6.8.0-1020-nvidia
+	[ "$rc" = 1 ] || die "linux-nvidia passed"
+	has "DGX OS's linux-nvidia kernels are built without Rust"
+	has "verdict: NO: boot the generic kernel: sudo apt install linux-generic-hwe-24.04"
+	# An azure kernel: no linux-lib-rust for that flavour.
+	node az 26.04 7.0.0-1004-azure y "$r2604"
+	pbe az 7.0.0-1004-azure
+	[ "$rc" = 1 ] || die "azure without lib-rust passed"
+	has "Ubuntu builds its -azure kernels without linux-lib-rust"
+	has "verdict: NO: boot the generic kernel: sudo apt install linux-generic,"
 }
 
 # --- systemd unit -------------------------------------------------------------
@@ -573,7 +672,7 @@ test_dkms_build_install() {
 	base=$T/dkms/$name/$version/$kver/$(uname -m)
 	cp "$base/log/make.log" "$res/dkms-make.log" 2>/dev/null ||
 		cp "$T/dkms/$name/$version/build/make.log" "$res/dkms-make.log" 2>/dev/null
-	[ $rc = 0 ] || die "dkms build failed (make.log: $res/dkms-make.log)"
+	[ "$rc" = 0 ] || die "dkms build failed (make.log: $res/dkms-make.log)"
 	# Against the NVIDIA tree's own nv-p2p.h (NVIDIA_SRC comes first on the
 	# include path): NVIDIA's header of $nvidia_ver, not ffi/include's.
 	grep -q "NVIDIA P2P ABI from $nvidia_sysroot_src\$" "$res/dkms-make.log" ||
@@ -913,6 +1012,7 @@ chmod 755 "$T/fake-rustc"
 t lint-shellcheck test_shellcheck
 t dkms-conf test_dkms_conf
 t make-no-kernel test_make_no_kernel
+t print-build-env-ubuntu test_print_build_env_ubuntu
 t systemd-verify test_systemd_verify
 t systemd-conditions test_systemd_conditions
 t guard test_guard
