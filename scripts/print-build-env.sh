@@ -228,18 +228,6 @@ else
 	no "Rust build artefacts" "missing ${missing[*]} (distribution headers packages ship none: docs/compatibility.md)"
 fi
 
-# The kernel crate's sources: distribution packages ship none, and the
-# build decides the compatibility gates without them; with them (a full
-# build tree) it reads them.
-src=$(sed -n "s@^include \(/.*\)/Makefile\$@\1@p" "$kdir/Makefile" | head -n 1)
-[ -n "$src" ] || src=$kdir
-[ -e "$kdir/source" ] && src=$(readlink -f "$kdir/source")
-if [ -f "$src/rust/kernel/lib.rs" ]; then
-	ok "kernel Rust sources" "$src/rust"
-else
-	ok "kernel Rust sources" "none (as distribution packages ship them): not needed"
-fi
-
 # DKMS builds the module for each new kernel.
 if [ "$os_id" = ubuntu ] && ! command -v dkms >/dev/null; then
 	no "dkms" "not installed: the package builds the module through it"
