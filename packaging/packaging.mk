@@ -21,6 +21,7 @@
 # Installed (DESTDIR prefixed):
 #   $(USRSRCDIR)/nvidia-peermem-rs-<ver>/   dkms.conf Makefile Kbuild kmod/ ffi/
 #   $(MODPROBEDIR)/nvidia-peermem-rs.conf
+#   $(DEPMODDIR)/nvidia-peermem-rs-dropin.conf  the drop-in only (PEERMEM_DROPIN=1)
 #   $(PEERMEM_CONFDIR)/build.conf           build overrides (commented)
 #   $(LIBEXECDIR)/nvidia-peermem-rs-guard
 #   $(SYSTEMDUNITDIR)/nvidia-peermem-rs.service
@@ -42,6 +43,7 @@ PREFIX ?= /usr/local
 SYSCONFDIR ?= /etc
 USRSRCDIR ?= /usr/src
 MODPROBEDIR ?= $(SYSCONFDIR)/modprobe.d
+DEPMODDIR ?= $(SYSCONFDIR)/depmod.d
 PEERMEM_CONFDIR ?= $(SYSCONFDIR)/$(PKG_NAME)
 LIBEXECDIR ?= $(PREFIX)/libexec/$(PKG_NAME)
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
@@ -103,6 +105,12 @@ PKG_MODULE_FILES = $(filter-out $(PKG_TEST_ONLY_FILES),$(shell cd $(PKG_ROOT) &&
 # dkms.conf, Makefile (packaging/dkms/Makefile), VERSION, Kbuild, kmod/, ffi/
 # (the KUnit module's sources excluded: see PKG_MODULE_FILES).
 PKG_STAGE := $(PKG_OUT)/dkms/$(PKG_DKMS_NAME)-$(PKG_VERSION)
+# The drop-in is installed as nvidia_peermem.ko (DEST_MODULE_NAME), the
+# same module name as the NVIDIA driver's nvidia-peermem.ko but another
+# file: the driver's DKMS package installs its copy into the same
+# updates/dkms, and with one path between them each install would
+# overwrite the other's and each removal delete it.
+# depmod.d/nvidia-peermem-rs-dropin.conf makes depmod prefer the drop-in.
 
 dkms-source:
 	@test -f $(PKG_ROOT)/Kbuild && test -d $(PKG_ROOT)/kmod || \
@@ -117,7 +125,7 @@ dkms-source:
 	if [ "$(PEERMEM_DROPIN)" = 1 ]; then \
 		sed -i -e 's/^PACKAGE_NAME=.*/PACKAGE_NAME="$(PKG_DKMS_NAME)"/' \
 			-e 's/^MAKE\[0\]="make /MAKE[0]="make PEERMEM_DROPIN=1 /' \
-			-e 's/^BUILT_MODULE_NAME\[0\]=.*/BUILT_MODULE_NAME[0]="nvidia-peermem"/' \
+			-e 's/^BUILT_MODULE_NAME\[0\]=.*/BUILT_MODULE_NAME[0]="nvidia-peermem"\nDEST_MODULE_NAME[0]="nvidia_peermem"/' \
 			$(PKG_STAGE)/dkms.conf; fi
 	cd $(PKG_ROOT) && for f in $(PKG_MODULE_FILES); do \
 		install -D -m 0644 "$$f" "$(PKG_STAGE)/$$f" || exit 1; done
@@ -161,6 +169,8 @@ install: dkms-source
 	chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$(PKG_NAME).service
 	install -m 0644 $(PKG_SRC)/README.md $(DESTDIR)$(DOCDIR)/README.md
 	if [ "$(PEERMEM_DROPIN)" = 1 ]; then \
+		install -D -m 0644 $(PKG_SRC)/depmod.d/$(PKG_NAME)-dropin.conf \
+			$(DESTDIR)$(DEPMODDIR)/$(PKG_NAME)-dropin.conf && \
 		install -d $(DESTDIR)$(PKG_DKMS_FORCE_DIR) && \
 		echo "$(PKG_DKMS_NAME)_version-override" > $(DESTDIR)$(PKG_DKMS_FORCE_DIR)/$(PKG_DKMS_NAME) && \
 		chmod 0644 $(DESTDIR)$(PKG_DKMS_FORCE_DIR)/$(PKG_DKMS_NAME); fi
@@ -172,7 +182,8 @@ uninstall:
 		$(DESTDIR)$(LIBEXECDIR)/$(PKG_NAME)-guard \
 		$(DESTDIR)$(SYSTEMDUNITDIR)/$(PKG_NAME).service \
 		$(DESTDIR)$(DOCDIR)/README.md
-	if [ "$(PEERMEM_DROPIN)" = 1 ]; then rm -f $(DESTDIR)$(PKG_DKMS_FORCE_DIR)/$(PKG_DKMS_NAME); fi
+	if [ "$(PEERMEM_DROPIN)" = 1 ]; then rm -f $(DESTDIR)$(PKG_DKMS_FORCE_DIR)/$(PKG_DKMS_NAME) \
+		$(DESTDIR)$(DEPMODDIR)/$(PKG_NAME)-dropin.conf; fi
 	-rmdir $(DESTDIR)$(PEERMEM_CONFDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 # --- DKMS on this machine ------------------------------------------------------
@@ -240,7 +251,8 @@ PKG_RPM_TOP := $(PKG_OUT)/rpm
 PKG_RPM_DIST := $(PKG_NAME)-$(PKG_VERSION)
 PKG_RPM_DATA := packaging/packaging.mk packaging/build.conf packaging/README.md \
 	packaging/dkms/dkms.conf packaging/dkms/Makefile \
-	packaging/modprobe.d/$(PKG_NAME).conf packaging/libexec/$(PKG_NAME)-guard \
+	packaging/modprobe.d/$(PKG_NAME).conf packaging/depmod.d/$(PKG_NAME)-dropin.conf \
+	packaging/libexec/$(PKG_NAME)-guard \
 	packaging/systemd/$(PKG_NAME).service LICENSE CHANGELOG.md
 PKG_RPM := $(PKG_RPM_TOP)/RPMS/noarch/$(PKG_RPM_DIST)-1.noarch.rpm
 # On a host whose packages are not in an RPM database (Debian), rpmbuild

@@ -15,6 +15,9 @@
 #   PACKAGING_VM=0  skip booting tests/vm/suites/packaging.suite (make test
 #                   boots it itself with PEERMEM_VM_EXTRA=$PKG_OUT/vm-extra)
 #   PACKAGING_JOBS  make -j for the DKMS build (default 2)
+#   PACKAGING_TESTS only these tests (names as in summary.txt, separated by
+#                   spaces; host-untouched always runs). The kernel tree is
+#                   then taken from PACKAGING_KDIR only, never built.
 #
 # Results: $PKG_OUT/test/*.log, summary.txt; last line
 # "packaging: N passed, N failed"; exit 0 only when all passed.
@@ -45,10 +48,15 @@ bad() {
 	echo "FAIL $*" | tee -a "$res/summary.txt"
 	failed=$((failed + 1))
 }
+# selected NAME: NAME is to run (PACKAGING_TESTS empty, or lists it).
+selected() {
+	[ -z "${PACKAGING_TESTS:-}" ] || [ "$1" = host-untouched ] || [[ " $PACKAGING_TESTS " == *" $1 "* ]]
+}
 # t NAME COMMAND...: one test; its output goes to $res/NAME.log.
 t() {
 	local n=$1
 	shift
+	selected "$n" || return 0
 	# A subshell: a test that trips over `set -u` fails alone.
 	if ("$@") >"$res/$n.log" 2>&1; then
 		ok "$n"
@@ -71,7 +79,7 @@ mk() { make --no-print-directory -f "$pkg/packaging.mk" PKG_OUT="$out" PKG_TOOL_
 
 # --- inputs ----------------------------------------------------------------
 kdir=${PACKAGING_KDIR:-}
-if [ -z "$kdir" ]; then
+if [ -z "$kdir" ] && [ -z "${PACKAGING_TESTS:-}" ]; then
 	kdir=$("$repo/tests/kernel/build-kernel.sh" 2>"$res/kernel.log") || kdir=
 fi
 kver=
@@ -83,6 +91,7 @@ test_shellcheck() {
 	command -v shellcheck >/dev/null || die "shellcheck missing (packaging/deps.txt)"
 	shellcheck -s sh "$pkg/libexec/nvidia-peermem-rs-guard" "$pkg/deb/build-deb.sh" "$pkg/deb/build-tool-deb.sh" \
 		"$repo/tests/scenarios/packaging_dkms_load.sh" &&
+		shellcheck -s bash "$repo/scripts/print-build-env.sh" &&
 		shellcheck -s bash "$pkg/tests/run.sh" &&
 		for s in postinst prerm postrm; do
 			sed -e "s/@NAME@/$name/g" -e "s/@VERSION@/$version/g" "$pkg/deb/$s.in" >"$T/$s"
@@ -118,6 +127,104 @@ test_make_no_kernel() {
 	[[ "$o" == *"nvidia-peermem-rs: error: no kernel build tree at KDIR=$T/no-kernel-tree"* ]] ||
 		die "make without a kernel tree did not give the build's error"
 	[[ "$o" != *"No such file or directory"* ]] || die "make went on into the missing tree"
+}
+
+# --- make print-build-env on Ubuntu-shaped nodes -------------------------------
+# Staged trees laid out as Ubuntu's packages lay them out: the kernel's
+# config in /boot, linux-headers-<v> without Rust sources and with its
+# rust link, linux-lib-rust-<v>/rust with the compiled crates, the kernel's
+# rustc as rustc-1.NN. The programs come from a PATH holding only stubs and
+# the few tools the script uses, so the host's own rustc, bindgen and dkms
+# never count.
+test_print_build_env_ubuntu() {
+	local d=$T/pbe tools=$T/pbe-tools o rc
+	rm -rf "$d" "$tools" && mkdir -p "$d" "$tools" || return 1
+	local tool
+	for tool in bash sh sed cat head tr readlink awk uname grep sort env dirname basename; do
+		ln -s "$(command -v "$tool")" "$tools/$tool" || die "no $tool on this host"
+	done
+	stub() { # ROOT NAME OUTPUT
+		mkdir -p "$1/bin" && printf '#!/bin/sh\necho "%s"\n' "$3" >"$1/bin/$2" && chmod 755 "$1/bin/$2"
+	}
+	node() { # NAME VERSION_ID KVER RUST(y|n) RUSTC_TEXT: /etc/os-release and /boot/config
+		local r=$d/$1
+		mkdir -p "$r/etc" "$r/boot" "$r/lib/modules/$3"
+		printf 'NAME="Ubuntu"\nID=ubuntu\nVERSION_ID="%s"\n' "$2" >"$r/etc/os-release"
+		{
+			echo CONFIG_X86_64=y
+			if [ "$4" = y ]; then echo CONFIG_RUST=y; else echo '# CONFIG_RUST is not set'; fi
+			echo "CONFIG_RUSTC_VERSION_TEXT=\"$5\""
+			echo 'CONFIG_CC_VERSION_TEXT="x86_64-linux-gnu-gcc-15 (Ubuntu 15.2.0-4ubuntu4) 15.2.0"'
+			echo 'CONFIG_BINDGEN_VERSION_TEXT="bindgen 0.72.1"'
+			echo CONFIG_MODVERSIONS=y
+		} >"$r/boot/config-$3"
+	}
+	installed() { # NAME KVER RUSTC_PKG RUSTC_TEXT RUST_LINK: what apt install puts there
+		local r=$1 h=$d/$1/usr/src/linux-headers-$2
+		r=$d/$r
+		mkdir -p "$h/include/config" "$h/scripts" "$r/usr/src/linux-lib-rust-$2/rust" "$r/usr/lib/llvm-21/lib"
+		cp "$r/boot/config-$2" "$h/.config" && touch "$h/Makefile" "$h/scripts/target.json" &&
+			echo "$2" >"$h/include/config/kernel.release" || return 1
+		ln -sfn "$5" "$h/rust"
+		rm -rf "$r/lib/modules/$2/build" && ln -s "$h" "$r/lib/modules/$2/build"
+		local f
+		for f in libkernel.rmeta libcore.rmeta libmacros.so libffi.rmeta; do
+			touch "$r/usr/src/linux-lib-rust-$2/rust/$f"
+		done
+		touch "$r/usr/lib/llvm-21/lib/libclang.so.1"
+		stub "$r" "$3" "$4" && stub "$r" bindgen "bindgen 0.72.1" && stub "$r" dkms "dkms-3.2.0" &&
+			stub "$r" x86_64-linux-gnu-gcc-15 "x86_64-linux-gnu-gcc-15 (Ubuntu 15.2.0-4ubuntu4) 15.2.0"
+	}
+	pbe() { # NAME KVER: run the script as `make print-build-env` does on that node
+		o=$(env -i PATH="$d/$1/bin:$tools" PEERMEM_SYSROOT="$d/$1" KVER="$2" \
+			KDIR="$d/$1/lib/modules/$2/build" bash "$repo/scripts/print-build-env.sh" 2>&1)
+		rc=$?
+		echo "--- $1 ($2): exit $rc"
+		echo "$o"
+	}
+	has() { [[ "$o" == *"$1"* ]] || die "expected: $1"; }
+	local ga=7.0.0-14-generic hwe=6.17.0-14-generic
+	local r2604="rustc 1.93.1 (01f6ddf75 2026-02-11) (built from a source tarball)"
+	local rhwe="rustc 1.82.0 (f6e511eec 2024-10-15) (built from a source tarball)"
+	# 26.04 GA, nothing installed but the kernel: every package named.
+	node ga 26.04 "$ga" y "$r2604"
+	pbe ga "$ga"
+	[ "$rc" = 1 ] || die "a node without headers passed"
+	has "install: sudo apt install linux-headers-$ga linux-lib-rust-$ga rustc-1.93 bindgen libclang-dev dkms"
+	# Everything installed: the kernel's rustc found as rustc-1.93, the
+	# crates through the headers' rust link.
+	installed ga "$ga" rustc-1.93 "$r2604" "../linux-lib-rust-$ga/rust" || return 1
+	pbe ga "$ga"
+	[ "$rc" = 0 ] || die "the 26.04 node with every package installed cannot build"
+	has "ok    rustc                  $r2604 (as the kernel's)"
+	has "verdict: YES"
+	[[ "$o" != *"install:"* ]] || die "asks to install something on a complete node"
+	# Only the kernel's rustc missing (a rustup rustc of the same number is not it).
+	rm "$d/ga/bin/rustc-1.93" && stub "$d/ga" rustc "rustc 1.93.1 (01f6ddf75 2026-02-11)"
+	pbe ga "$ga"
+	[ "$rc" = 1 ] || die "a rustup rustc was taken for the kernel's"
+	has "install: sudo apt install rustc-1.93"
+	# 24.04 HWE 6.17: the headers' rust link dangles; the build uses
+	# linux-lib-rust, and the fix for other builds is spelled out.
+	node hwe 24.04 "$hwe" y "$rhwe"
+	installed hwe "$hwe" rustc-1.82 "$rhwe" "../linux-hwe-6.17-lib-rust-$hwe/rust" || return 1
+	pbe hwe "$hwe"
+	[ "$rc" = 0 ] || die "the HWE node cannot build"
+	has "points to the missing ../linux-hwe-6.17-lib-rust-$hwe/rust"
+	has "sudo ln -s linux-lib-rust-$hwe /usr/src/linux-hwe-6.17-lib-rust-$hwe"
+	has "$d/hwe/usr/src/linux-lib-rust-$hwe/rust: libkernel.rmeta"
+	# DGX OS's linux-nvidia: Rust off.
+	node nv 24.04 6.8.0-1020-nvidia n ""
+	pbe nv 6.8.0-1020-nvidia
+	[ "$rc" = 1 ] || die "linux-nvidia passed"
+	has "DGX OS's linux-nvidia kernels are built without Rust"
+	has "verdict: NO: boot the generic kernel: sudo apt install linux-generic-hwe-24.04"
+	# An azure kernel: no linux-lib-rust for that flavour.
+	node az 26.04 7.0.0-1004-azure y "$r2604"
+	pbe az 7.0.0-1004-azure
+	[ "$rc" = 1 ] || die "azure without lib-rust passed"
+	has "Ubuntu builds its -azure kernels without linux-lib-rust"
+	has "verdict: NO: boot the generic kernel: sudo apt install linux-generic,"
 }
 
 # --- systemd unit -------------------------------------------------------------
@@ -359,6 +466,97 @@ test_dropin_override() {
 	esac
 }
 
+# --- the drop-in beside a DKMS-built NVIDIA driver ------------------------------------
+# Ubuntu's nvidia-dkms-* installs its nvidia-peermem.ko into the same
+# updates/dkms as the drop-in: dkms puts every module there on Debian and
+# Ubuntu, whatever DEST_MODULE_LOCATION says. Both go through the real
+# dkms: the drop-in's DKMS tree as `make dkms-source` stages it (only its
+# MAKE line replaced by a copy of a stand-in module, so no kernel is
+# compiled) and a DKMS tree shaped like the driver's (BUILT_MODULE_NAME
+# nvidia-peermem, DEST_MODULE_LOCATION /kernel/drivers/video), both
+# installed in either order into one module tree. Then kmod's depmod, with
+# the depmod.d directory of the drop-in's `make install`, and modprobe and
+# modinfo must resolve nvidia-peermem to the drop-in, the driver's file
+# must be left as its package wrote it, and removing the drop-in must give
+# the driver's copy back.
+dd_mod() { # OUT.ko VERSION: a module file with just a .modinfo section
+	printf '%s\n' "static const char v[] __attribute__((section(\".modinfo\"), used, aligned(1))) = \"version=$2\";" \
+		'static const char l[] __attribute__((section(".modinfo"), used, aligned(1))) = "license=GPL";' \
+		'static const char n[] __attribute__((section(".modinfo"), used, aligned(1))) = "name=nvidia_peermem";' \
+		>"$1.c" && gcc -c -o "$1" "$1.c"
+}
+test_dropin_vs_driver_dkms() {
+	local d=$T/dvd kv=7.0.0-14-generic ours_v theirs_v=580.95.05 order
+	ours_v=$version
+	rm -rf "$d" && mkdir -p "$d/kernel/include" "$d/stage" || return 1
+	# A kernel tree only as far as dkms reads it (BUILD_EXCLUSIVE_CONFIG).
+	printf 'CONFIG_RUST=y\nCONFIG_MODULES=y\n' >"$d/kernel/.config"
+	touch "$d/kernel/Makefile"
+	dd_mod "$d/ours.ko" "$ours_v" && dd_mod "$d/theirs.ko" "$theirs_v" || die "cannot make stand-in modules (gcc)"
+	# Ours: the drop-in's tree and its make install (for depmod.d).
+	mk -s dkms-source PEERMEM_DROPIN=1 >/dev/null || die "make dkms-source PEERMEM_DROPIN=1"
+	mk -s install PEERMEM_DROPIN=1 DESTDIR="$d/stage" PREFIX=/usr \
+		PKG_DKMS_FORCE_DIR=/usr/share/dkms/modules_to_force_install >/dev/null || die "make install PEERMEM_DROPIN=1"
+	cp -r "$out/dkms/$name-dropin-$version" "$d/ours-src" || return 1
+	cp "$d/ours.ko" "$d/ours-src/standin.bin"
+	sed -i -e 's|^MAKE\[0\]=.*|MAKE[0]="cp standin.bin nvidia-peermem.ko"|' -e '$a CLEAN="true"' "$d/ours-src/dkms.conf"
+	# Theirs: what nvidia-dkms-580 registers, reduced to nvidia-peermem.
+	mkdir -p "$d/theirs-src"
+	cp "$d/theirs.ko" "$d/theirs-src/standin.bin"
+	printf '%s\n' 'PACKAGE_NAME="nvidia"' "PACKAGE_VERSION=\"$theirs_v\"" \
+		'MAKE[0]="cp standin.bin nvidia-peermem.ko"' 'CLEAN="true"' \
+		'BUILT_MODULE_NAME[0]="nvidia-peermem"' 'DEST_MODULE_LOCATION[0]="/kernel/drivers/video"' \
+		'AUTOINSTALL="yes"' >"$d/theirs-src/dkms.conf"
+	dv() { # the dkms of one order, into its own trees
+		env sign_file="$T/no-sign-file" dkms "$@" --dkmstree "$d/$order/dkms" --sourcetree "$d/$order/src" \
+			--installtree "$d/$order/root/lib/modules" --kernelsourcedir "$d/kernel" --no-depmod
+	}
+	# Installs as the packages do: ours with dkms's version check skipped
+	# (the drop-in package's modules_to_force_install entry), theirs plain.
+	inst() { # ours|theirs
+		local m=$name-dropin v=$version force=(--force-version-override)
+		[ "$1" = theirs ] && m=nvidia v=$theirs_v force=()
+		dv build -m "$m" -v "$v" -k "$kv" >/dev/null || die "dkms build ($1)"
+		dv install -m "$m" -v "$v" -k "$kv" "${force[@]}" || die "dkms install ($1)"
+	}
+	resolve() { # EXPECT(ours|theirs) WHEN
+		local mods=$d/$order/root/lib/modules/$kv file ver
+		depmod -b "$d/$order/root" -C "$d/stage/etc/depmod.d" "$kv" 2>/dev/null || die "depmod -b"
+		file=$(modinfo -b "$d/$order/root" -k "$kv" -n nvidia-peermem 2>&1)
+		ver=$(modinfo -b "$d/$order/root" -k "$kv" -F version nvidia-peermem 2>&1)
+		echo "$order, $2: modprobe nvidia-peermem -> $(modprobe -d "$d/$order/root" -S "$kv" --show-depends nvidia-peermem 2>&1) (version $ver)"
+		modprobe -d "$d/$order/root" -S "$kv" --show-depends nvidia-peermem 2>&1 | grep -qx "insmod $file *" ||
+			die "$order, $2: modprobe and modinfo disagree"
+		case $1 in
+		ours) [ "$ver" = "$ours_v" ] || die "$order, $2: nvidia-peermem is $file (version $ver), not the drop-in" ;;
+		theirs) [ "$ver" = "$theirs_v" ] || die "$order, $2: nvidia-peermem is $file (version $ver), not the driver's" ;;
+		esac
+		# The driver's file, where its dkms put it, still the driver's.
+		if [ -e "$mods/updates/dkms/nvidia-peermem.ko" ]; then
+			[ "$(modinfo -F version "$mods/updates/dkms/nvidia-peermem.ko")" = "$theirs_v" ] ||
+				die "$order, $2: the driver's updates/dkms/nvidia-peermem.ko was overwritten by the drop-in"
+		fi
+	}
+	for order in driver-first dropin-first; do
+		mkdir -p "$d/$order/dkms" "$d/$order/src" "$d/$order/root/lib/modules/$kv"
+		dv add "$d/ours-src" >/dev/null && dv add "$d/theirs-src" >/dev/null || die "dkms add"
+		if [ $order = driver-first ]; then inst theirs && inst ours; else inst ours && inst theirs; fi
+		[ -f "$d/$order/root/lib/modules/$kv/updates/dkms/nvidia-peermem.ko" ] ||
+			die "$order: the driver's nvidia-peermem.ko is not installed (dkms kept it out or removed it)"
+		resolve ours "both installed" || return 1
+		dv remove -m "$name-dropin" -v "$version" --all >/dev/null || die "dkms remove (ours)"
+		resolve theirs "drop-in removed" || return 1
+		[ -f "$d/$order/root/lib/modules/$kv/updates/dkms/nvidia-peermem.ko" ] ||
+			die "$order: removing the drop-in took the driver's nvidia-peermem.ko with it"
+	done
+	# The driver's package removed while the drop-in stays: the drop-in.
+	order=driver-removed
+	mkdir -p "$d/$order/dkms" "$d/$order/src" "$d/$order/root/lib/modules/$kv"
+	dv add "$d/ours-src" >/dev/null && dv add "$d/theirs-src" >/dev/null || die "dkms add"
+	inst theirs && inst ours && dv remove -m nvidia -v "$theirs_v" --all >/dev/null || die "dkms remove (theirs)"
+	resolve ours "driver's package removed"
+}
+
 # --- the DKMS source tree and its Makefile's checks -----------------------------------
 test_dkms_source() {
 	local st=$out/dkms/$name-$version
@@ -474,7 +672,7 @@ test_dkms_build_install() {
 	base=$T/dkms/$name/$version/$kver/$(uname -m)
 	cp "$base/log/make.log" "$res/dkms-make.log" 2>/dev/null ||
 		cp "$T/dkms/$name/$version/build/make.log" "$res/dkms-make.log" 2>/dev/null
-	[ $rc = 0 ] || die "dkms build failed (make.log: $res/dkms-make.log)"
+	[ "$rc" = 0 ] || die "dkms build failed (make.log: $res/dkms-make.log)"
 	# Against the NVIDIA tree's own nv-p2p.h (NVIDIA_SRC comes first on the
 	# include path): NVIDIA's header of $nvidia_ver, not ffi/include's.
 	grep -q "NVIDIA P2P ABI from $nvidia_sysroot_src\$" "$res/dkms-make.log" ||
@@ -518,15 +716,17 @@ test_dkms_build_install() {
 # A kernel without CONFIG_RUST: dkms skips it (exit 77) with its reason.
 # The drop-in's DKMS tree, built and installed by dkms into an install tree
 # that already holds the NVIDIA driver's nvidia-peermem.ko (a stand-in,
-# version 580.95.05). dkms's version sanity check refuses to put our
-# 0.1.0 over a "newer" module of the same name; the drop-in package lists
-# itself in /usr/share/dkms/modules_to_force_install (NAME_version-override),
-# which makes dkms skip that check, as --force-version-override does here
-# (the host's /usr/share/dkms stays untouched). The installed module goes to
-# the VM (module_dropin loads it and then gives the driver's copy back);
-# dkms remove then deletes it and depmod finds the driver's copy again.
+# version 580.95.05) under kernel/drivers/video. The drop-in's file,
+# nvidia_peermem.ko, is not the driver's nvidia-peermem.ko: dkms installs
+# it beside that copy without comparing versions, and the driver's file
+# stays. The drop-in package's /usr/share/dkms/modules_to_force_install
+# entry (--force-version-override here; the host's /usr/share/dkms stays
+# untouched) still keeps dkms from refusing it over an older install of
+# the same file. The installed module goes to the VM (module_dropin loads
+# it and then gives the driver's copy back); dkms remove then deletes it
+# and depmod finds the driver's copy again.
 test_dkms_dropin() {
-	local dn=$name-dropin st=$out/dkms/$name-dropin-$version root=$T/rootd ko theirs log
+	local dn=$name-dropin st=$out/dkms/$name-dropin-$version root=$T/rootd ko theirs
 	theirs=$repo/tests/fixtures/driver-copy/nvidia-peermem.ko
 	[ -f "$theirs" ] || die "no stand-in for the driver's copy ($theirs): tests/build-all.sh builds it"
 	mk -s dkms-source PEERMEM_DROPIN=1 >/dev/null || die "make dkms-source PEERMEM_DROPIN=1"
@@ -536,26 +736,19 @@ test_dkms_dropin() {
 	ddk add "$st" || die "dkms add (drop-in)"
 	ddk build -m "$dn" -v "$version" -k "$kver" --kernelsourcedir "$kdir" -j "$jobs" ||
 		die "dkms build (drop-in): $(tail -5 "$T/dkmsd/$dn/$version/build/make.log" 2>/dev/null)"
-	ko=$root/lib/modules/$kver/updates/dkms/nvidia-peermem.ko
-	# dkms 3.0 skips a module that fails the check and still exits 0.
-	log=$(ddk install -m "$dn" -v "$version" -k "$kver" --no-depmod \
-		--installtree "$root/lib/modules" 2>&1)
-	[ ! -e "$ko" ] || die "dkms installed 0.1.0 over the driver's 580.95.05 without the override"
-	echo "$log" | grep -q "is not newer than what is already found" ||
-		die "dkms did not install the drop-in, for another reason: $log"
-	echo "without the override, as expected: $(echo "$log" | grep -m1 'not newer')"
-	ddk uninstall -m "$dn" -v "$version" -k "$kver" --no-depmod --installtree "$root/lib/modules" \
-		>/dev/null 2>&1 || :
+	ko=$root/lib/modules/$kver/updates/dkms/nvidia_peermem.ko
 	ddk install -m "$dn" -v "$version" -k "$kver" --no-depmod --force-version-override \
 		--installtree "$root/lib/modules" || die "dkms install --force-version-override (drop-in)"
 	[ -f "$ko" ] || die "no $ko"
+	cmp -s "$theirs" "$root/lib/modules/$kver/kernel/drivers/video/nvidia-peermem.ko" ||
+		die "dkms install of the drop-in changed the driver's copy"
 	[ "$(modinfo -F name "$ko")" = nvidia_peermem ] || die "drop-in module name: $(modinfo -F name "$ko")"
 	modinfo -F parm "$ko" | grep -q '^coalesce_sg:' || die "the installed nvidia-peermem.ko is not ours"
 	depmod -b "$root" "$kver" || die "depmod -b"
-	modprobe -d "$root" -S "$kver" --show-depends nvidia-peermem | grep -q "/updates/dkms/nvidia-peermem.ko" ||
+	modprobe -d "$root" -S "$kver" --show-depends nvidia-peermem | grep -q "/updates/dkms/nvidia_peermem.ko" ||
 		die "modprobe nvidia-peermem does not pick the DKMS-installed drop-in"
 	# The VM's module_dropin loads the copy dkms built and installed.
-	mkdir -p "$out/vm-extra/dropin" && cp "$ko" "$out/vm-extra/dropin/" || die "hand-over to the VM"
+	mkdir -p "$out/vm-extra/dropin" && cp "$ko" "$out/vm-extra/dropin/nvidia-peermem.ko" || die "hand-over to the VM"
 	ddk remove -m "$dn" -v "$version" -k "$kver" --no-depmod --installtree "$root/lib/modules" >/dev/null ||
 		die "dkms remove (drop-in)"
 	[ ! -e "$ko" ] || die "dkms remove left $ko"
@@ -588,7 +781,7 @@ test_dkms_remove() {
 
 # make dkms-install / dkms-remove themselves, with every directory and the
 # dkms trees moved into the temp dir, as a user runs them: the default
-# install, the module by NVIDIA's name (nvidia-peermem.ko), which NCCL and
+# install, the module by NVIDIA's name (file nvidia_peermem.ko), which NCCL and
 # UCX see on a core without /sys/kernel/mm/memory_peers.
 test_make_dkms_targets() {
 	local r=$T/mkdkms
@@ -598,17 +791,17 @@ test_make_dkms_targets() {
 		DKMS="dkms --dkmstree $r/dkms --sourcetree $r/usr/src --installtree $r/lib/modules --kernelsourcedir $kdir --no-depmod -j $jobs")
 	dkms_env make --no-print-directory -f "$pkg/packaging.mk" PKG_OUT="$out" dkms-install "${vars[@]}" >"$T/mkdkms.log" ||
 		die "make dkms-install"
-	[ -f "$r/lib/modules/$kver/updates/dkms/nvidia-peermem.ko" ] || die "make dkms-install did not install the default, nvidia-peermem.ko"
+	[ -f "$r/lib/modules/$kver/updates/dkms/nvidia_peermem.ko" ] || die "make dkms-install did not install the default, nvidia_peermem.ko"
 	[ ! -e "$r/lib/modules/$kver/updates/dkms/nvidia_peermem_rs.ko" ] || die "make dkms-install installed nvidia_peermem_rs.ko"
 	grep -q "Load now with 'modprobe nvidia_peermem'" "$T/mkdkms.log" || die "make dkms-install names another module: $(tail -n 2 "$T/mkdkms.log")"
 	[ -f "$r/etc/modprobe.d/$name.conf" ] && [ -f "$r/usr/src/$name-dropin-$version/dkms.conf" ] || die "files"
 	grep -q '^ExecStart=/sbin/modprobe nvidia_peermem$' "$r/usr/lib/systemd/system/$name.service" || die "the unit does not load nvidia_peermem"
 	dkms_env make --no-print-directory -f "$pkg/packaging.mk" PKG_OUT="$out" dkms-remove "${vars[@]}" || die "make dkms-remove"
-	[ ! -e "$r/lib/modules/$kver/updates/dkms/nvidia-peermem.ko" ] || die "module left after make dkms-remove"
+	[ ! -e "$r/lib/modules/$kver/updates/dkms/nvidia_peermem.ko" ] || die "module left after make dkms-remove"
 	local left
 	left=$(find "$r" -type f ! -path "$r/lib/modules/*")
 	[ -z "$left" ] || die "left after make dkms-remove: $left"
-	echo "make dkms-install then dkms-remove: nvidia-peermem.ko installed, then everything removed"
+	echo "make dkms-install then dkms-remove: nvidia_peermem.ko installed, then everything removed"
 }
 
 # The default of every install target is the module by NVIDIA's name: make
@@ -631,6 +824,8 @@ test_default_dropin() {
 		die "the default RPM lacks the drop-in's DKMS tree: $(grep dkms.conf <<<"$files")"
 	grep -qx "/usr/share/dkms/modules_to_force_install/$name-dropin" <<<"$files" ||
 		die "the default RPM lacks dkms's force-install entry"
+	grep -qx "/etc/depmod.d/$name-dropin.conf" <<<"$files" ||
+		die "the default RPM lacks the depmod.d file that makes depmod pick the drop-in"
 	grep -q "dkms install -m $name-dropin -v $version" <<<"$scripts" ||
 		die "the default RPM's scriptlets: $(grep dkms <<<"$scripts")"
 	echo "default: drop-in DKMS tree (nvidia-peermem.ko); default RPM installs $name-dropin"
@@ -690,6 +885,11 @@ test_deb_dropin() {
 		die "the drop-in's unit does not load nvidia_peermem"
 	grep -q "^install nvidia_peermem .*$name-guard nvidia_peermem;" "$x/etc/modprobe.d/$name.conf" ||
 		die "the guard does not cover nvidia_peermem in the drop-in"
+	grep -q '^DEST_MODULE_NAME\[0\]="nvidia_peermem"' "$src/dkms.conf" ||
+		die "the drop-in's dkms.conf does not install nvidia_peermem.ko (the driver's DKMS package owns nvidia-peermem.ko)"
+	cmp "$pkg/depmod.d/$name-dropin.conf" "$x/etc/depmod.d/$name-dropin.conf" &&
+		grep -qx "/etc/depmod.d/$name-dropin.conf" "$x/DEBIAN/conffiles" ||
+		die "the drop-in package lacks /etc/depmod.d/$name-dropin.conf (a conffile)"
 	[ "$(cat "$x/usr/share/dkms/modules_to_force_install/$name-dropin" 2>/dev/null)" = "$name-dropin_version-override" ] ||
 		die "the drop-in does not ask dkms to skip its version check (modules_to_force_install)"
 	systemd-analyze verify --man=no "$x/lib/systemd/system/$name.service" || die "drop-in unit"
@@ -812,6 +1012,7 @@ chmod 755 "$T/fake-rustc"
 t lint-shellcheck test_shellcheck
 t dkms-conf test_dkms_conf
 t make-no-kernel test_make_no_kernel
+t print-build-env-ubuntu test_print_build_env_ubuntu
 t systemd-verify test_systemd_verify
 t systemd-conditions test_systemd_conditions
 t guard test_guard
@@ -823,8 +1024,10 @@ t lintian test_lintian
 t rpm test_rpm
 t default-dropin test_default_dropin
 t deb-dropin test_deb_dropin
+t dropin-vs-driver-dkms test_dropin_vs_driver_dkms
 if [ -z "$kver" ]; then
-	bad "dkms (no Rust-enabled kernel tree: see $res/kernel.log)"
+	[ -n "${PACKAGING_TESTS:-}" ] ||
+		bad "dkms (no Rust-enabled kernel tree: see $res/kernel.log)"
 else
 	t modprobe-dry-run test_modprobe
 	t dropin-override test_dropin_override

@@ -8,7 +8,8 @@
 # <module tree> holds the sources and the fixtures built against the kernel
 # tree (tests/build-all.sh); the modules land where tests/vm/mkinitramfs.sh
 # takes them: nvidia_peermem_rs.ko (dkms, DKMS tree), build/dropin/
-# nvidia-peermem.ko (dkms, from the -dropin-dkms .deb) and
+# nvidia-peermem.ko (dkms, from the -dropin-dkms .deb, where dkms installs
+# it as nvidia_peermem.ko) and
 # nvidia_peermem_rs_kunit.ko (the DKMS tree's Makefile, PEERMEM_KUNIT=1,
 # against the same layout). Logs: <module tree>/build/ubuntu-logs/.
 set -euo pipefail
@@ -91,7 +92,9 @@ make --no-print-directory -s -f "$repo/packaging/packaging.mk" PKG_OUT="$work/pk
 deb=$(ls "$work"/pkg/"$name"-dropin-dkms_*.deb 2>/dev/null | head -n 1)
 [ -n "$deb" ] || fail "make deb made no $name-dropin-dkms package ($logs/deb.log)"
 dpkg-deb -x "$deb" "$root"
-dropin=$(dkms_build "$root/usr/src/$name-dropin-$version" "$name-dropin" nvidia-peermem)
+# dkms installs the drop-in as nvidia_peermem.ko (its dkms.conf's
+# DEST_MODULE_NAME), beside a DKMS-built driver's nvidia-peermem.ko.
+dropin=$(dkms_build "$root/usr/src/$name-dropin-$version" "$name-dropin" nvidia_peermem)
 
 # The symbol versions the build recorded for its imports are the ones the
 # installed modules carry (modpost's when it built them), and real ones.

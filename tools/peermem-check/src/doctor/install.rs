@@ -125,16 +125,20 @@ pub fn dkms_state(r: &SysRoot) -> Check {
     let mut found = Vec::new();
     for (name, version) in &registered {
         let built = r.exists(&format!("/var/lib/dkms/{name}/{version}/{kver}/{arch}"));
-        let module = if name.ends_with("-dropin") {
-            "nvidia-peermem"
+        // The drop-in's dkms.conf installs nvidia_peermem.ko, beside the
+        // nvidia-peermem.ko an NVIDIA driver's DKMS package may own.
+        let modules: &[&str] = if name.ends_with("-dropin") {
+            &["nvidia_peermem"]
         } else {
-            "nvidia_peermem_rs"
+            &["nvidia_peermem_rs"]
         };
         let installed = r.exists(&format!("/var/lib/dkms/{name}/kernel-{kver}-{arch}"))
             || ["updates/dkms", "updates", "extra"].iter().any(|d| {
-                ko_names(module)
-                    .iter()
-                    .any(|f| r.exists(&format!("/lib/modules/{kver}/{d}/{f}")))
+                modules.iter().any(|m| {
+                    ko_names(m)
+                        .iter()
+                        .any(|f| r.exists(&format!("/lib/modules/{kver}/{d}/{f}")))
+                })
             });
         found.push((name, version, built, installed));
     }

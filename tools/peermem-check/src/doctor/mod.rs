@@ -3,6 +3,7 @@
 //! and a one-line fix. All inputs come from a [`SysRoot`] (so tests run the
 //! checks against fixture trees) plus an optional CUDA view.
 
+pub mod buildenv;
 pub mod bundle;
 pub mod dmesg;
 pub mod install;
@@ -62,6 +63,7 @@ pub fn run(inp: &Inputs) -> Vec<Check> {
     let mut checks = vec![
         nvidia_driver(r, &gpus),
         peer_memory_client(r),
+        buildenv::kernel_build_env(r),
         install::dkms_state(r),
         install::systemd_unit(r),
         install::modprobe_target(r),
