@@ -62,6 +62,9 @@ quiet_cmd_pm_compat = PROBE   $@
 	echo "nvidia_peermem_rs: kernel crate probes true:$${yes:- none}"; \
 	mv $@.tmp $@; rm -rf $$d $(depfile)
 
+# Compiled as part of the module: the flags the kernel gives module objects
+# only (--cfg MODULE, a sanitizer's ABI) are the probes' too.
+$(obj)/kmod/compat.cfg: private part-of-module := y
 $(obj)/kmod/compat.cfg: $(src)/kmod/compat.mk $(pm_kernel_rmeta) \
 		$(addprefix $(src)/kmod/compat/,baseline.rs $(addsuffix .rs,$(pm_compat_probes)))
 	$(call cmd,pm_compat)
