@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Build (or find in the cache) the Rust-enabled kernel of a flavour:
-#   [PEERMEM_KERNEL=<id>] build-kernel.sh [test|bench]
+#   [PEERMEM_KERNEL=<id>] build-kernel.sh [test|bench|prepare]
 # <id> is a kernel of tests/kernel/kernels (default 6.12, the primary one);
 # each kernel and flavour is cached on its own.
 # test  (default) the debug test kernel: config.fragment (KASAN, lockdep,
 #       kmemleak, DMA-API debugging, failslab, ...)
 # bench the production-config bench kernel: config.fragment with
 #       bench.fragment on top (every debug facility off)
+# prepare  the test kernel's configuration, only as far as external
+#       modules need it (make modules_prepare: the scripts and the Rust
+#       crates' metadata, no vmlinux, no Module.symvers): enough to build
+#       the module against a kernel that is not booted here
 #
 # The cache key covers the kernel source version, the config fragment(s) and
 # the versions of rustc, bindgen and clang, so a warm run builds nothing.
@@ -25,13 +29,13 @@ fragment="$here/config.fragment"
 overlays=()
 [ -f "$here/$PEERMEM_KERNEL.fragment" ] && overlays+=("$here/$PEERMEM_KERNEL.fragment")
 case $flavour in
-test) ;;
+test | prepare) ;;
 bench) overlays+=("$here/bench.fragment")
 	# and the kernel's own for the flavour (7.2: KFENCE off)
 	[ -f "$here/$PEERMEM_KERNEL-bench.fragment" ] && overlays+=("$here/$PEERMEM_KERNEL-bench.fragment")
 	;;
 *)
-	echo "error: kernel flavour must be test or bench, not '$flavour'" >&2
+	echo "error: kernel flavour must be test, bench or prepare, not '$flavour'" >&2
 	exit 2
 	;;
 esac
@@ -110,7 +114,11 @@ if [ "$missing" = 1 ] && [ "${PEERMEM_ALLOW_CONFIG_DRIFT:-0}" != 1 ]; then
 fi
 
 make -s "${PEERMEM_KMAKE_ARGS[@]}" rustavailable >&2
-make "${PEERMEM_KMAKE_ARGS[@]}" -j"$(nproc)" bzImage modules >&2
+if [ "$flavour" = prepare ]; then
+	make "${PEERMEM_KMAKE_ARGS[@]}" -j"$(nproc)" modules_prepare >&2
+else
+	make "${PEERMEM_KMAKE_ARGS[@]}" -j"$(nproc)" bzImage modules >&2
+fi
 touch .peermem-built
 cd /
 rm -rf "$tree"
