@@ -35,15 +35,18 @@ ifeq ($(wildcard $(pm_kernel_rmeta)),)
 $(error nvidia_peermem_rs: $(pm_kernel_rmeta) missing: this kernel's Rust metadata is not installed (Ubuntu: the linux-lib-rust package; see 'make print-build-env'))
 endif
 
-# The verdicts, read by rustc as arguments (`@file`).
-rustflags-y += @$(obj)/kmod/compat.cfg
+# The verdicts, read by rustc as arguments (`@file`), one file per kernel
+# release: a tree copied or built against another kernel never reuses
+# another kernel's verdicts.
+pm_compat_cfg := kmod/compat-$(KERNELRELEASE).cfg
+rustflags-y += @$(obj)/$(pm_compat_cfg)
 
 # A probe is compiled as the module's objects are (the kernel's own
 # rust_common_cmd), less the verdicts it is making, with lints capped: a
 # warning must not decide a probe. The baseline has to compile on every
 # kernel; when it does not, the kernel's metadata cannot be used at all and
 # the build stops with rustc's reason.
-pm_probe_rustc = $(filter-out @%compat.cfg,$(rust_common_cmd)) --cap-lints allow
+pm_probe_rustc = $(filter-out @%/$(pm_compat_cfg),$(rust_common_cmd)) --cap-lints allow
 
 quiet_cmd_pm_compat = PROBE   $@
       cmd_pm_compat = \
@@ -64,14 +67,14 @@ quiet_cmd_pm_compat = PROBE   $@
 
 # Compiled as part of the module: the flags the kernel gives module objects
 # only (--cfg MODULE, a sanitizer's ABI) are the probes' too.
-$(obj)/kmod/compat.cfg: private part-of-module := y
-$(obj)/kmod/compat.cfg: $(src)/kmod/compat.mk $(pm_kernel_rmeta) \
+$(obj)/$(pm_compat_cfg): private part-of-module := y
+$(obj)/$(pm_compat_cfg): $(src)/kmod/compat.mk $(pm_kernel_rmeta) \
 		$(addprefix $(src)/kmod/compat/,baseline.rs $(addsuffix .rs,$(pm_compat_probes)))
 	$(call cmd,pm_compat)
 
-$(obj)/kmod/nvidia_peermem_rs.o $(obj)/kmod/nvidia_peermem_rs_kunit.o: $(obj)/kmod/compat.cfg
+$(obj)/kmod/nvidia_peermem_rs.o $(obj)/kmod/nvidia_peermem_rs_kunit.o: $(obj)/$(pm_compat_cfg)
 
-clean-files += kmod/compat.cfg
+clean-files += $(pm_compat_cfg)
 
 # Not probed: what 7.x's kernel crate offers and 6.12's lacks, kept as
 # one implementation for both kernels (kmod/params.rs and kmod/debugfs.rs

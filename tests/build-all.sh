@@ -49,7 +49,7 @@ if [ "$PEERMEM_KERNEL" != "$PEERMEM_PRIMARY_KERNEL" ]; then
 	tree=$repo/$PEERMEM_MODULE_TREE_REL
 	mkdir -p "$tree"
 	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' --exclude='*.ko' \
-		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \
+		--exclude='*_generated.rs' --exclude='compat*.cfg' --exclude='*.o.d' --exclude='*.rmeta' \
 		--exclude=Module.symvers --exclude=modules.order \
 		VERSION Kbuild kmod ffi tests/fixtures | tar -C "$tree" -xf -
 	echo "build: kernel $PEERMEM_KERNEL: fixtures, nvidia_peermem_rs (in $PEERMEM_MODULE_TREE_REL)" >&2
@@ -79,7 +79,7 @@ if [ "$PEERMEM_KERNEL" != "$PEERMEM_PRIMARY_KERNEL" ]; then
 	echo "build: kernel $PEERMEM_KERNEL: nvidia-peermem.ko (drop-in)" >&2
 	mkdir -p "$tree/build/dropin"
 	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' \
-		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \
+		--exclude='*_generated.rs' --exclude='compat*.cfg' --exclude='*.o.d' --exclude='*.rmeta' \
 		VERSION Kbuild kmod ffi | tar -C "$tree/build/dropin" -xf -
 	make -s -C "$kdir" M="$tree/build/dropin" "${PEERMEM_KMAKE_ARGS[@]}" \
 		"KBUILD_EXTRA_SYMBOLS=$tree/tests/fixtures/Module.symvers" PEERMEM_DROPIN=1 \
@@ -126,7 +126,7 @@ if [ -f Kbuild ]; then
 	mkdir -p "$dropin"
 	# sources only (mtimes kept: an unchanged tree rebuilds nothing)
 	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' \
-		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \
+		--exclude='*_generated.rs' --exclude='compat*.cfg' --exclude='*.o.d' --exclude='*.rmeta' \
 		VERSION Kbuild kmod ffi | tar -C "$dropin" -xf -
 	echo "build: nvidia_peermem_rs and nvidia-peermem.ko (drop-in)" >&2
 	make -s -C "$kdir" M="$repo" "${PEERMEM_KMAKE_ARGS[@]}" "${syms[@]}" PEERMEM_KUNIT=1 -j"$jobs" modules >&2 &

@@ -37,7 +37,7 @@ kclippy() {
 	# the crate again even when its sources did not change.
 	mkdir -p "$lintdir"
 	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' \
-		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \
+		--exclude='*_generated.rs' --exclude='compat*.cfg' --exclude='*.o.d' --exclude='*.rmeta' \
 		VERSION Kbuild kmod ffi | tar -C "$lintdir" -xf -
 	touch "$lintdir/kmod/nvidia_peermem_rs.rs"
 	make -s -C "$kdir" M="$lintdir" "${PEERMEM_KMAKE_ARGS[@]}" "${syms[@]}" \

@@ -26,7 +26,7 @@ root=$tree/build/ubuntu-root
 logs=$tree/build/ubuntu-logs
 work=$tree/build/ubuntu-dkms
 rm -rf "$logs" "$work"
-mkdir -p "$logs" "$work"
+mkdir -p "$logs" "$work/dkms" "$work/src"
 fail() {
 	echo "build (Ubuntu layout): $*" >&2
 	exit 1
@@ -96,12 +96,17 @@ dpkg-deb -x "$deb" "$root"
 # DEST_MODULE_NAME), beside a DKMS-built driver's nvidia-peermem.ko.
 dropin=$(dkms_build "$root/usr/src/$name-dropin-$version" "$name-dropin" nvidia_peermem)
 
+# The KUnit module (never packaged): the DKMS tree's Makefile, same layout
+# (dkms keeps no build directory: this build's exports are compared below).
+make --no-print-directory -C "$tree" -f "$repo/packaging/dkms/Makefile" KDIR="$hdr" KVER="$kver" \
+	PEERMEM_SYSROOT="$root" PEERMEM_BUILD_CONF=/dev/null PEERMEM_KUNIT=1 -j"$(nproc)" modules \
+	>"$logs/make-kunit.log" 2>&1 || { tail -n 15 "$logs/make-kunit.log" >&2; fail "the KUnit module ($logs/make-kunit.log)"; }
 # The symbol versions the build recorded for its imports are the ones the
 # installed modules carry (modpost's when it built them), and real ones.
 for pair in "nvidia-exports nvidia_p2p_sim" "ofed-exports peerdirect_sim"; do
 	read -r exports fixture <<<"$pair"
-	got=$work/dkms/$name/$version/build/.$exports/Module.symvers
-	[ -f "$got" ] || fail "the dkms build read no exports from the installed .ko ($got missing)"
+	got=$tree/.$exports/Module.symvers
+	[ -f "$got" ] || fail "the build read no exports from the installed .ko ($got missing)"
 	diff <(cut -f1,2 "$got" | sort) \
 		<(awk -F'\t' -v m="$fixture" '$3 ~ ("(^|/)" m "$") { print $1 "\t" $2 }' "$tree/tests/fixtures/Module.symvers" | sort) \
 		>"$logs/crc-$exports.diff" || fail "the CRCs read from the installed $fixture differ from modpost's ($logs/crc-$exports.diff)"
@@ -113,10 +118,6 @@ done
 # What the builds decided, for the record.
 grep -hE "^nvidia-peermem-rs: |^nvidia_peermem_rs: kernel crate probes|RUSTC=" "$logs"/make-*.log >&2 || :
 
-# The KUnit module (never packaged): the DKMS tree's Makefile, same layout.
-make --no-print-directory -C "$tree" -f "$repo/packaging/dkms/Makefile" KDIR="$hdr" KVER="$kver" \
-	PEERMEM_SYSROOT="$root" PEERMEM_BUILD_CONF=/dev/null PEERMEM_KUNIT=1 -j"$(nproc)" modules \
-	>"$logs/make-kunit.log" 2>&1 || { tail -n 15 "$logs/make-kunit.log" >&2; fail "the KUnit module ($logs/make-kunit.log)"; }
 # The same module with CRC 0 recorded for those exports (the column a
 # build writes that does not read the installed modules' CRCs), for
 # module_modversions to see the loader refuse it.
@@ -126,7 +127,7 @@ if grep -q '^CONFIG_MODVERSIONS=y' "$hdr/.config"; then
 	(cd "$repo" && tar -cf - VERSION Kbuild kmod ffi) | tar -C "$c0" -xf -
 	for exports in nvidia ofed; do
 		awk -F'\t' -v OFS='\t' '{ $1 = "0x00000000"; print }' \
-			"$work/dkms/$name/$version/build/.$exports-exports/Module.symvers" >"$c0/$exports/Module.symvers"
+			"$tree/.$exports-exports/Module.symvers" >"$c0/$exports/Module.symvers"
 	done
 	make --no-print-directory -C "$c0" -f "$repo/packaging/dkms/Makefile" KDIR="$hdr" KVER="$kver" \
 		PEERMEM_SYSROOT="$root" PEERMEM_BUILD_CONF=/dev/null NVIDIA_SRC="$c0/nvidia" OFED_DIR="$c0/ofed" \

@@ -20,7 +20,7 @@ kdir=$(tests/kernel/build-kernel.sh prepare)
 tree=$repo/$PEERMEM_MODULE_TREE_REL
 mkdir -p "$tree"
 tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' --exclude='*.ko' \
-	--exclude='*_generated.rs' --exclude=Module.symvers --exclude=modules.order \
+	--exclude='*_generated.rs' --exclude='compat*.cfg' --exclude=Module.symvers --exclude=modules.order \
 	VERSION Kbuild kmod ffi tests/fixtures | tar -C "$tree" -xf -
 for d in tests/fixtures tests/fixtures/pd_exports; do
 	make -s -C "$kdir" M="$tree/$d" "${PEERMEM_KMAKE_ARGS[@]}" KBUILD_MODPOST_WARN=1 -j"$(nproc)" modules
