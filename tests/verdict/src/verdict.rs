@@ -20,6 +20,11 @@ pub struct TestResult {
     /// of older writers: false.
     #[serde(default)]
     pub skipped: bool,
+    /// A skip the cut for the kernel declared (`cut` line of the suite): a
+    /// line this kernel cannot run, named with why. Absent in the JSON of
+    /// older writers: false.
+    #[serde(default)]
+    pub cut: bool,
     /// Why it failed or was skipped (empty when it passed).
     pub reason: String,
     /// Figures a scenario reported.
@@ -46,6 +51,9 @@ pub struct Counts {
     pub failed: usize,
     /// Tests that did not run, or not all of them.
     pub skipped: usize,
+    /// Of the skipped, those the cut for a kernel declared: lines that
+    /// kernel cannot run, not tests the harness lost.
+    pub cut: usize,
 }
 
 impl Counts {
@@ -55,6 +63,7 @@ impl Counts {
             self.passed += 1;
         } else if t.skipped {
             self.skipped += 1;
+            self.cut += usize::from(t.cut);
         } else {
             self.failed += 1;
         }
@@ -68,7 +77,21 @@ impl std::ops::Add for Counts {
             passed: self.passed + o.passed,
             failed: self.failed + o.failed,
             skipped: self.skipped + o.skipped,
+            cut: self.cut + o.cut,
         }
+    }
+}
+
+impl Counts {
+    /// Skips no cut declared: a test that could not do what it is for.
+    pub fn lost(&self) -> usize {
+        self.skipped - self.cut
+    }
+
+    /// Whether a run with these counts is green: nothing failed, and no
+    /// skip other than the cut's unless `allow_skips` (PEERMEM_ALLOW_SKIPS=1).
+    pub fn green(&self, allow_skips: bool) -> bool {
+        self.failed == 0 && (self.lost() == 0 || allow_skips)
     }
 }
 
@@ -99,6 +122,7 @@ fn result(name: String, failure: Option<String>) -> TestResult {
         name,
         passed: failure.is_none(),
         skipped: false,
+        cut: false,
         reason: failure.unwrap_or_default(),
         figures: BTreeMap::new(),
         evidence: Vec::new(),
@@ -256,6 +280,18 @@ pub fn judge(suite: &Suite, facts: &LogFacts, timed_out: bool) -> SuiteVerdict {
         tests.push(t);
     }
 
+    // The lines the cut for this kernel left out: not run, so skipped, and
+    // counted, so a cut suite never looks whole.
+    for c in &suite.cut {
+        let kind = if c.teeth { "teeth" } else { "scenario" };
+        let mut t = skipped(
+            format!("{kind}:{}", c.scenario),
+            format!("cut for this kernel: {}", c.why),
+        );
+        t.cut = true;
+        tests.push(t);
+    }
+
     let unknown: Vec<&String> = facts
         .scenarios
         .keys()
@@ -409,6 +445,37 @@ mod tests {
         );
         assert_eq!(v.tests[2].figures["ops"], "3");
         assert_eq!(v.counts().to_string(), "6 passed, 0 failed, 0 skipped");
+    }
+
+    #[test]
+    fn a_cut_line_is_a_skip_by_name_and_only_it_is_green() {
+        let s = suite(&format!(
+            "kunit k.ko k\nscenario sc\ncut teeth \"{}\" rel_field bug=x client=ref\n",
+            crate::cut::WHY_KASAN
+        ));
+        let v = judge(&s, &facts(GOOD), false);
+        assert_eq!(counts(&v), (6, 0, 1), "{v:#?}");
+        let t = named(&v, "teeth:rel_field[bug=x,client=ref]");
+        assert!(t.skipped && t.cut && !t.passed);
+        assert!(t
+            .reason
+            .starts_with("cut for this kernel: this kernel has no KASAN"));
+        let c = v.counts();
+        assert_eq!((c.cut, c.lost()), (1, 0));
+        assert!(c.green(false));
+        // A scenario that skipped is a lost test: not green unless asked.
+        let skip = GOOD.replace("REPORT sc pass ops=3", "REPORT sc skip reason=no-simtest");
+        let c = judge(&s, &facts(&skip), false).counts();
+        assert_eq!((c.skipped, c.cut, c.lost()), (2, 1, 1));
+        assert!(!c.green(false) && c.green(true));
+        // A cut line whose scenario reports anyway is a report the suite
+        // does not list.
+        let v = judge(
+            &suite("scenario sc\ncut scenario \"w\" other\n"),
+            &facts(&GOOD.replace("REPORT sc pass ops=3", "REPORT sc pass\nREPORT other pass")),
+            false,
+        );
+        assert!(!named(&v, "vm:s:completed").passed);
     }
 
     #[test]
