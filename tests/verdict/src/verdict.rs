@@ -218,6 +218,34 @@ fn judge_teeth(mut t: TestResult, results: Option<usize>, pattern: &str) -> Test
     t
 }
 
+/// The modules a run against a planted defect loads with the defect in
+/// them, by its scenario's `client=`: the C reference client (and its
+/// second copy), or NVIDIA's own module. None for any other tooth: only its
+/// pattern excuses a splat.
+fn planted_modules(scenario: &str) -> &'static [&'static str] {
+    let client = scenario
+        .trim_end_matches(']')
+        .split(['[', ','])
+        .find_map(|w| w.strip_prefix("client="));
+    match client {
+        Some("ref") => &["peermem_refclient", "peermem_refclient2"],
+        Some(c) if c.starts_with("nv") && c[2..].starts_with(|d: char| d.is_ascii_digit()) => {
+            &["nvidia_peermem"]
+        }
+        _ => &[],
+    }
+}
+
+/// Whether splat `s`, printed during the planted run `t`, is that run's:
+/// its headline holds the tooth's pattern, or its report names a module
+/// that carries the planted defect.
+fn planted_splat(t: &crate::suite::Teeth, s: &Splat) -> bool {
+    s.text.contains(&t.pattern)
+        || s.modules
+            .iter()
+            .any(|m| planted_modules(&t.scenario).contains(&m.as_str()))
+}
+
 /// Judges one boot. `timed_out` is the host's word that it had to kill QEMU.
 pub fn judge(suite: &Suite, facts: &LogFacts, timed_out: bool) -> SuiteVerdict {
     let mut tests = Vec::new();
@@ -328,10 +356,13 @@ pub fn judge(suite: &Suite, facts: &LogFacts, timed_out: bool) -> SuiteVerdict {
     let mut unexpected = Vec::new();
     let mut seen = vec![false; suite.expected_splats.len()];
     for s in &facts.splats {
-        // A planted defect's splats are its scenario's evidence.
+        // A planted defect's splats are its scenario's evidence, but only
+        // those that are its: a splat of another cause (a late report of
+        // the run before, a bug of ours the planted run reached) counts.
         if s.scenario
             .as_deref()
-            .is_some_and(|id| suite.teeth_of(id).is_some())
+            .and_then(|id| suite.teeth_of(id))
+            .is_some_and(|t| planted_splat(t, s))
         {
             continue;
         }
@@ -634,6 +665,63 @@ mod tests {
         let v = judge(&s, &facts(&outside), false);
         assert_eq!(v.counts().failed, 1);
         assert!(!named(&v, "vm:s:splats").passed);
+    }
+
+    /// A planted run excuses only its own splats: those whose headline has
+    /// the tooth's pattern or whose report names the module with the
+    /// defect. Anything else inside its window (a late report of the run
+    /// before it, the audit's `echo "BUG: planted" >/dev/kmsg` three
+    /// seconds after our lock_inversion run) fails the boot.
+    #[test]
+    fn a_planted_run_excuses_only_its_own_splats() {
+        let s = suite(
+            "scenario ours\nscenario rel_field bug=lock_inversion client=ref defects=lock_inversion\n\
+             caught \"deadlock: cudaFree in phase dereg\"\n",
+        );
+        let id = "rel_field[bug=lock_inversion,client=ref,defects=lock_inversion]";
+        let log = |inside: &str| {
+            format!(
+                "PEERMEM-SCENARIO-BEGIN ours\nREPORT ours pass\nPEERMEM-SCENARIO-END ours rc=0\n\
+                 PEERMEM-SCENARIO-BEGIN {id}\n{inside}\
+                 REPORT {id} fail reason=deadlock: cudaFree in phase dereg\n\
+                 PEERMEM-SCENARIO-END {id} rc=1\nPEERMEM-KMEMLEAK scanned\nPEERMEM-SUITE-DONE s\n"
+            )
+        };
+        // The planted client's hung tasks: their traces name it.
+        let hung = "[   40.1] INFO: task simtest:210 blocked for more than 8 seconds.\n\
+                    [   40.1]       Tainted: G           O       6.12.0 #1\n\
+                    [   40.1] Call Trace:\n\
+                    [   40.1]  <TASK>\n\
+                    [   40.1]  __schedule+0x3c1/0xb30\n\
+                    [   40.1]  ref_put_pages+0x2f/0x90 [peermem_refclient]\n\
+                    [   40.1]  pd_dereg+0x51/0x120 [peerdirect_sim]\n\
+                    [   40.1]  </TASK>\n";
+        let v = judge(&s, &facts(&log(hung)), false);
+        assert_eq!(v.counts().failed, 0, "{v:#?}");
+        assert_eq!(named(&v, "vm:s:splats").figures["expected_splats"], "1");
+        // The audit's mutation: a splat of no planted module, in the window.
+        let v = judge(&s, &facts(&log("[   41.0] BUG: planted\n")), false);
+        let t = named(&v, "vm:s:splats");
+        assert!(!t.passed, "{v:#?}");
+        assert!(t.evidence[0].contains("BUG: planted"), "{t:?}");
+        // A late report of our module's, in the window: its trace names
+        // ours, not the planted client.
+        let ours = hung.replace("[peermem_refclient]", "[nvidia_peermem_rs]");
+        assert!(!named(&judge(&s, &facts(&log(&ours)), false), "vm:s:splats").passed);
+        // A report ends at its end line: a module named after it is not
+        // the report's.
+        let after = "[   41.0] WARNING: CPU: 0 PID: 9 at x.c:1 f+0x1/0x2\n\
+                     [   41.0] ---[ end trace 0000000000000000 ]---\n\
+                     [   41.1]  ref_put_pages+0x2f/0x90 [peermem_refclient]\n";
+        assert!(!named(&judge(&s, &facts(&log(after)), false), "vm:s:splats").passed);
+        // NVIDIA's run: its module is nvidia_peermem.
+        assert_eq!(planted_modules("r[client=nv555]"), ["nvidia_peermem"]);
+        assert_eq!(
+            planted_modules("r[client=ref,defects=x]")[0],
+            "peermem_refclient"
+        );
+        assert!(planted_modules("r[client=nvx]").is_empty());
+        assert!(planted_modules("r[k=v]").is_empty());
     }
 
     #[test]
