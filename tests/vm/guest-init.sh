@@ -147,7 +147,9 @@ while [ ! -S "$SIMTEST_SERVER" ] && [ $n -lt 100 ]; do
 	usleep 50000
 	n=$((n + 1))
 done
-[ -S "$SIMTEST_SERVER" ] || echo "PEERMEM-NOTE simtest serve made no socket: simtest runs a process a call"
+# Without the socket every simtest call through it fails, and says so
+# (its scenarios fail): there is no fallback to a process a call.
+[ -S "$SIMTEST_SERVER" ] || echo "PEERMEM-NOTE simtest serve made no socket: every simtest call of this boot will fail"
 
 # No kmemleak scan here: kmemleak reports an object only when two scans in
 # a row find it unreferenced and unchanged, so a first scan reports nothing
