@@ -64,8 +64,9 @@ pub struct Splat {
 }
 
 /// Lines of a report read after its headline for the modules it names, at
-/// most: a hung task's or a lockdep report's traces end well before.
-const REPORT_LINES: usize = 120;
+/// most: a hung task's trace ends well before, a lockdep cycle's chain of
+/// stacks about then.
+const REPORT_LINES: usize = 200;
 
 /// The `[module]` names of a report line (`ref_free_cb+0x1c/0x40
 /// [peermem_refclient]`).
@@ -77,10 +78,13 @@ fn frame_modules(line: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// Whether a line ends a kernel report (KASAN's and lockdep's rule, the
-/// end of a WARN's or an Oops's trace).
+/// Whether a line ends a kernel report (KASAN's rule, the end of a WARN's
+/// or an Oops's trace) or starts another dump that is no splat (a sysrq
+/// request's task list).
 fn ends_report(line: &str) -> bool {
-    line.starts_with("==========") || line.starts_with("---[ end trace")
+    line.starts_with("==========")
+        || line.starts_with("---[ end trace")
+        || line.starts_with("sysrq: ")
 }
 
 /// The lock class of a lockdep dependency-chain line (`-> #1 (&x->lock){+.+.}-{4:4}:`).

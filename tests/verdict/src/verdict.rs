@@ -220,19 +220,23 @@ fn judge_teeth(mut t: TestResult, results: Option<usize>, pattern: &str) -> Test
 
 /// The modules a run against a planted defect loads with the defect in
 /// them, by its scenario's `client=`: the C reference client (and its
-/// second copy), or NVIDIA's own module. None for any other tooth: only its
-/// pattern excuses a splat.
-fn planted_modules(scenario: &str) -> &'static [&'static str] {
+/// second copy), or NVIDIA's own module of that release
+/// (`nvidia_peermem_<major>`, tests/nvidia/build-nvidia-peermem.sh). None
+/// for any other tooth: only its pattern excuses a splat.
+fn planted_modules(scenario: &str) -> Vec<String> {
     let client = scenario
         .trim_end_matches(']')
         .split(['[', ','])
         .find_map(|w| w.strip_prefix("client="));
     match client {
-        Some("ref") => &["peermem_refclient", "peermem_refclient2"],
-        Some(c) if c.starts_with("nv") && c[2..].starts_with(|d: char| d.is_ascii_digit()) => {
-            &["nvidia_peermem"]
-        }
-        _ => &[],
+        Some("ref") => vec!["peermem_refclient".into(), "peermem_refclient2".into()],
+        Some(c) => match c.strip_prefix("nv") {
+            Some(major) if !major.is_empty() && major.chars().all(|d| d.is_ascii_digit()) => {
+                vec![format!("nvidia_peermem_{major}")]
+            }
+            _ => Vec::new(),
+        },
+        None => Vec::new(),
     }
 }
 
@@ -240,10 +244,8 @@ fn planted_modules(scenario: &str) -> &'static [&'static str] {
 /// its headline holds the tooth's pattern, or its report names a module
 /// that carries the planted defect.
 fn planted_splat(t: &crate::suite::Teeth, s: &Splat) -> bool {
-    s.text.contains(&t.pattern)
-        || s.modules
-            .iter()
-            .any(|m| planted_modules(&t.scenario).contains(&m.as_str()))
+    let planted = planted_modules(&t.scenario);
+    s.text.contains(&t.pattern) || s.modules.iter().any(|m| planted.contains(m))
 }
 
 /// Judges one boot. `timed_out` is the host's word that it had to kill QEMU.
@@ -714,8 +716,8 @@ mod tests {
                      [   41.0] ---[ end trace 0000000000000000 ]---\n\
                      [   41.1]  ref_put_pages+0x2f/0x90 [peermem_refclient]\n";
         assert!(!named(&judge(&s, &facts(&log(after)), false), "vm:s:splats").passed);
-        // NVIDIA's run: its module is nvidia_peermem.
-        assert_eq!(planted_modules("r[client=nv555]"), ["nvidia_peermem"]);
+        // NVIDIA's run: its module is that release's build.
+        assert_eq!(planted_modules("r[client=nv555]"), ["nvidia_peermem_555"]);
         assert_eq!(
             planted_modules("r[client=ref,defects=x]")[0],
             "peermem_refclient"
