@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # `make demo`: build everything, boot the test VM, load the simulated
-# PeerDirect core + NVIDIA provider and nvidia_peermem_rs, run the tool's
-# doctor and a validated transfer, and show what happened.
+# PeerDirect core (without /sys/kernel/mm/memory_peers, as on DOCA-OFED
+# 23.10+ with Linux 6.6+) and NVIDIA provider, load what the default
+# install installs (the drop-in: module nvidia_peermem) by `modprobe
+# nvidia-peermem`, run the tool's doctor and a validated transfer, and show
+# what happened (tests/scenarios/demo.sh).
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$repo"
@@ -14,7 +17,7 @@ echo "==== what the VM printed (from $results/demo/console.log)"
 sed -n '/PEERMEM-SCENARIO-BEGIN demo/,/PEERMEM-SCENARIO-END demo/p' "$results/demo/console.log" |
 	grep -v -E '^\[ *[0-9.]+\] (kmemleak|random|clocksource)'
 if [ $rc -eq 0 ]; then
-	echo "==== DEMO PASSED: the module loaded and a GPUDirect transfer was validated end to end"
+	echo "==== DEMO PASSED: the default install (module nvidia_peermem) loaded on a PeerDirect core without /sys/kernel/mm/memory_peers, NCCL (>= 2.23.4) and UCX (>= 1.18.0) find it, and a GPUDirect transfer was validated end to end"
 else
 	echo "==== DEMO FAILED (see above and $results/demo/)"
 fi

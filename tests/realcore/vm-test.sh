@@ -54,7 +54,7 @@ for f in "$@"; do
 			print
 			next
 		}
-		/^caught[ \t]/ { if (dropped) next; print; next }
+		/^(caught|needs)[ \t]/ { if (dropped) next; print; next }
 		# the MR mapping lock, named as the real core names it
 		/^expect_splat[ \t]/ { gsub(/&mr->mapping_lock/, "\\&umem_p->mapping_lock"); print; next }
 		{ print }

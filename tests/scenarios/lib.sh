@@ -297,6 +297,20 @@ dmesg_has() {
 	dmesg | grep -q -- "$1"
 }
 
+# log_mark: writes a line of its own to the kernel log; dmesg_since_mark_has
+# PATTERN then looks only after it. A boot's log holds the lines of every
+# scenario before, so a check of what this step printed reads from a mark.
+_LOG_MARK_N=0
+log_mark() {
+	_LOG_MARK_N=$((_LOG_MARK_N + 1))
+	_LOG_MARK="scenario-mark $$-$_LOG_MARK_N ${SCENARIO_ID:-}"
+	echo "$_LOG_MARK" >/dev/kmsg
+}
+dmesg_since_mark_has() {
+	[ -n "${_LOG_MARK:-}" ] || fail "dmesg_since_mark_has without a log_mark"
+	dmesg | awk -v m="$_LOG_MARK" 'seen; index($0, m) { seen = 1 }' | grep -q -- "$1"
+}
+
 # One application in one process (simtest session): the driver keeps GPU
 # memory and the pins of nvidia_p2p_get_pages per process, so where that
 # matters an application's steps must come from one process, not a simtest

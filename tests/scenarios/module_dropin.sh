@@ -75,7 +75,11 @@ check "validate --backend sim passes through the drop-in" \
 # still in use here) and then exits non-zero: judge by /sys/module.
 modprobe -r nvidia-peermem 2>/dev/null
 [ ! -d /sys/module/nvidia_peermem ] || fail "modprobe -r nvidia-peermem left nvidia_peermem loaded"
-[ ! -e /sys/kernel/mm/memory_peers/nv_mem ] || fail "nv_mem still registered after unload"
+# This core has no memory_peers tree (checked above): its own count of
+# clients says whether the drop-in's exit unregistered nv_mem.
+sim_counters=$(simtest counters) || fail "simtest counters: $sim_counters"
+[ "$(kv clients_registered "$sim_counters")" = 0 ] ||
+	fail "nv_mem still registered with the core after unload: $sim_counters"
 unload_sim_stack
 
 # Removing the drop-in gives the driver's copy back.

@@ -27,7 +27,11 @@ for _a in "$@"; do
 done
 
 # Whatever an earlier, failed scenario left loaded goes first (unloading the
-# control device deregisters its MRs and frees its GPU memory).
+# control device deregisters its MRs and frees its GPU memory). Those
+# deregistrations come from rmmod's task, not from the simtest server that
+# registered them: the module leaves each pin to its owner, and the GPU
+# memory's free ends it. Intended; rel_field unload_order checks that path
+# and the owner's ordinary unpin beside it.
 for _m in peermem_sim nvidia_peermem_rs nvidia_peermem peermem_refclient peerdirect_sim nvidia_p2p_sim nvidia_p2p_sim_r525; do
 	[ -d /sys/module/$_m ] && rmmod $_m 2>/dev/null
 done

@@ -12,8 +12,9 @@
 #  - With a module named nvidia_peermem loaded (the stand-in for NVIDIA's
 #    copy), nvidia_peermem_rs refuses to load, EBUSY, with one line saying
 #    what to unload; the drop-in (module nvidia_peermem) refuses beside
-#    nvidia_peermem_rs the same way. On both cores: the check is the
-#    module's own.
+#    nvidia_peermem_rs the same way. The same beside a module named
+#    nv_peer_mem (the stand-in for the legacy nv_peer_mem), for both
+#    builds. On both cores: the check is the module's own.
 #   module_name_taken [memory_peers=0|1]
 . /scenarios/lib.sh
 . /scenarios/module_lib.sh
@@ -23,6 +24,8 @@ standin=/lib/modules/$rel/kernel/drivers/video/nvidia-peermem.ko
 dropin=/lib/modules/$rel/updates/dkms/nvidia-peermem.ko
 [ -f "$standin" ] || fail "the stand-in for the driver's nvidia-peermem.ko is not staged ($standin)"
 [ -f "$dropin" ] || fail "the drop-in nvidia-peermem.ko is not staged ($dropin)"
+legacy=/extra/standins/nv_peer_mem.ko
+[ -f "$legacy" ] || fail "the stand-in for the legacy nv_peer_mem.ko is not staged ($legacy)"
 
 load_sim_stack generation="$generation"
 load peermem_refclient name=nv_mem
@@ -68,6 +71,32 @@ dmesg | grep -q "peerdirect_sim: registered peer memory client" &&
 	fail "a client registered with the core during the refused load"
 rmmod nvidia_peermem || fail "rmmod of the stand-in failed"
 
+# refused_beside_nv_peer_mem WHAT KO: loading module WHAT (nvidia_peermem_rs
+# or the drop-in's nvidia_peermem) from KO beside the nv_peer_mem stand-in
+# fails with EBUSY and one kernel-log line that says what to unload.
+refused_beside_nv_peer_mem() {
+	_what=$1
+	dmesg -c >/dev/null
+	insmod "$2" 2>/tmp/insmod.err && fail "$_what loaded beside nv_peer_mem"
+	grep -q "Device or resource busy" /tmp/insmod.err ||
+		fail "$_what's refusal beside nv_peer_mem did not fail with EBUSY: $(cat /tmp/insmod.err)"
+	_line=$(dmesg | grep "$_what: " | sed 's/^\[[^]]*\] *//' | sort -u)
+	[ "$(echo "$_line" | wc -l)" = 1 ] || fail "$_what beside nv_peer_mem: want one kernel-log line, got: $_line"
+	case "$_line" in
+	*"$_what: nv_peer_mem is loaded "*"unload it first (rmmod nv_peer_mem)") ;;
+	*) fail "$_what's refusal beside nv_peer_mem does not say what to unload: $_line" ;;
+	esac
+	! loaded "$_what" || fail "module $_what loaded beside nv_peer_mem"
+	log "$_what refused beside nv_peer_mem: $_line"
+}
+insmod "$legacy" || fail "insmod of the stand-in nv_peer_mem failed"
+loaded nv_peer_mem || fail "the stand-in did not load as module nv_peer_mem"
+refused_beside_nv_peer_mem nvidia_peermem_rs "$(mod_path nvidia_peermem_rs)"
+refused_beside_nv_peer_mem nvidia_peermem "$dropin"
+dmesg | grep -q "peerdirect_sim: registered peer memory client" &&
+	fail "a client registered with the core during a refused load beside nv_peer_mem"
+rmmod nv_peer_mem || fail "rmmod of the nv_peer_mem stand-in failed"
+
 load_module
 dmesg -c >/dev/null
 insmod "$dropin" 2>/tmp/insmod.err && fail "the drop-in loaded beside nvidia_peermem_rs"
@@ -77,4 +106,4 @@ dmesg | grep -q "nvidia_peermem: nvidia_peermem_rs is loaded .*unload it first (
 	fail "the drop-in's refusal does not say what to unload: $(dmesg | grep nvidia_peermem)"
 ! loaded nvidia_peermem || fail "module nvidia_peermem loaded"
 finish_clean
-pass name_taken="$name_taken" refused_beside=nvidia_peermem,nvidia_peermem_rs
+pass name_taken="$name_taken" refused_beside=nvidia_peermem,nvidia_peermem_rs,nv_peer_mem

@@ -3,7 +3,8 @@
 # Parameter validation and module metadata: each invalid value fails the
 # load with EINVAL and a dmesg line naming the bad value and the valid ones,
 # registering nothing; modinfo shows description, author, license, version
-# and both parameters with descriptions and types.
+# and both parameters with descriptions and types; loaded with no
+# parameter, both builds take the documented defaults.
 . /scenarios/lib.sh
 . /scenarios/module_lib.sh
 
@@ -58,5 +59,30 @@ for pd in 0 1; do
 done
 sim counters
 [ "$(kv clients_registered "$out")" = 0 ] || fail "clients left registered"
+
+# Loaded with no parameter at all, as `insmod nvidia-peermem.ko` on a node,
+# each build takes the defaults the README and modinfo promise
+# (peerdirect_support=0 persistent_api_support=1 coalesce_sg=0) and
+# registers what they mean: one persistent client, nv_mem.
+dropin=/lib/modules/$(uname -r)/updates/dkms/nvidia-peermem.ko
+[ -f "$dropin" ] || fail "the drop-in nvidia-peermem.ko is not staged ($dropin)"
+for m in nvidia_peermem_rs nvidia_peermem; do
+	ko=$(mod_path nvidia_peermem_rs)
+	[ "$m" = nvidia_peermem ] && ko=$dropin
+	insmod "$ko" || fail "insmod $ko with no parameter failed"
+	loaded "$m" || fail "insmod $ko did not load module $m"
+	for want in peerdirect_support=0 persistent_api_support=1 coalesce_sg=0; do
+		got=$(cat "/sys/module/$m/parameters/${want%=*}" 2>/dev/null)
+		[ "${want%=*}=$got" = "$want" ] || fail "$m loaded without parameters: ${want%=*}=$got, want $want"
+	done
+	sim counters
+	[ "$(kv clients_registered "$out")" = 1 ] ||
+		fail "$m with the defaults: the core has $(kv clients_registered "$out") clients, want 1 (nv_mem, persistent)"
+	if [ -d "$PM_PEERS" ]; then
+		[ -r "$PM_PEERS"/nv_mem/version ] || fail "$m with the defaults: nv_mem not published"
+		[ ! -e "$PM_PEERS"/nv_mem_nc ] || fail "$m with the defaults: nv_mem_nc published (persistent_api_support=0's client)"
+	fi
+	rmmod "$m" || fail "rmmod $m failed"
+done
 finish_clean
-pass refused=$bad loaded=$good
+pass refused=$bad loaded=$good defaults=both-builds

@@ -272,8 +272,28 @@ unload_order() {
 		st hca-check "$mr" 0 4096 seed:$REL_RACES >/dev/null || fail "DMA check after rmmod $m" $(figures)
 		REL_OPS=$((REL_OPS + 3))
 	done
+	# The teardown of two registrations. The first its owner deregisters
+	# (this scenario's simtest server, the process that registered it): the
+	# ordinary unpin. The second goes with the HCA driver's unload, whose
+	# deregistration comes from rmmod's task, another process than the
+	# owner: the module leaves that pin to its owner, which ends it when the
+	# provider frees the memory (the left-to-owner path). That is intended:
+	# a device going away under a running job deregisters so.
+	_o=$(st gpu-alloc 256K)
+	va2=$(sval va "$_o")
+	_o=$(st mr-reg "$va2" 128K) || fail "mr-reg: $_o" $(figures)
+	_other=/sys/kernel/debug/$REL_MOD/stats
+	other_unpins() { sed -n 's/^unpins_from_other_process //p' "$_other" 2>/dev/null; }
+	o0=$(other_unpins)
+	st mr-dereg "$mr" >/dev/null || fail "the owner's deregistration failed" $(figures)
+	[ "$(other_unpins)" = "$o0" ] ||
+		fail "the owner's own deregistration took the other-process path (unpins_from_other_process $o0 -> $(other_unpins))" $(figures)
 	# The HCA driver goes away first: it deregisters every MR it holds.
 	unload peermem_sim
+	if [ -r "$_other" ]; then
+		[ "$(other_unpins)" -gt "$o0" ] ||
+			fail "rmmod peermem_sim's deregistration did not take the other-process path (unpins_from_other_process still $o0)" $(figures)
+	fi
 	[ "$(refcnt)" = "$REL_IDLE_REF" ] || fail "refcount $(refcnt) after the MR holder went away" $(figures)
 	# The provider may not go before us; we go, then the core and provider.
 	rmmod nvidia_p2p_sim 2>/dev/null && fail "the provider unloaded under its client" $(figures)

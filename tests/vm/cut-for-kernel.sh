@@ -2,12 +2,16 @@
 # The suites as the kernel in KDIR can run them:
 #   cut-for-kernel.sh KDIR OUT_DIR SUITE_FILE...
 # writes each suite to OUT_DIR under its own name and prints the paths
-# written, one a line; stderr says what was dropped. A kernel without KASAN
-# (GCC-built with Rust: init/Kconfig allows none) loses the teeth only KASAN
-# catches, and a kernel other than the primary one (PEERMEM_KERNEL) the runs
-# of NVIDIA's module, built for the primary kernel only, each with its
-# scenario line (`vm-verdict cut-suite`, tests/verdict/src/cut.rs). On the
-# primary kernel the suites come out unchanged. A suite may be cut in place
+# written, one a line; stderr says what was cut. On a kernel without KASAN
+# (its .config; GCC-built with Rust: init/Kconfig allows none) the lines
+# whose only detector is KASAN (a tooth naming a KASAN report, a run marked
+# `needs kasan`), and on a kernel other than the primary one
+# (PEERMEM_KERNEL) the runs of NVIDIA's module, built for the primary
+# kernel only, do not run: each becomes a `cut` line that the verdict
+# counts as a skipped test with its reason (`vm-verdict cut-suite`,
+# tests/verdict/src/cut.rs). The decision is the kernel's .config and
+# whether it is the primary one, never its name. On the primary kernel the
+# suites come out unchanged. A suite may be cut in place
 # (OUT_DIR its own folder). make vm-test, make soak, the matrix of make
 # test and the real-core runs all boot their suites through this. A kernel
 # tree without a .config is an error, not a kernel without KASAN: the
@@ -26,7 +30,7 @@ grep -q '^CONFIG_KASAN=y' "$kdir/.config" || args+=(--no-kasan)
 mkdir -p "$out"
 for f in "$@"; do
 	n=$(basename "$f")
-	"$repo/target/release/vm-verdict" cut-suite --suite "$f" --out "$out/.$n.cut" "${args[@]}"
+	"${PEERMEM_VM_VERDICT:-$repo/target/release/vm-verdict}" cut-suite --suite "$f" --out "$out/.$n.cut" "${args[@]}"
 	mv "$out/.$n.cut" "$out/$n"
 	echo "$out/$n"
 done

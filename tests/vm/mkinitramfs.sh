@@ -98,16 +98,25 @@ if [ -z "$modules_given" ] && [ -f "$modroot/tests/fixtures/driver-copy/nvidia-p
 	cp "$modroot/tests/fixtures/driver-copy/nvidia-peermem.ko" \
 		"$stage/lib/modules/$release/kernel/drivers/video/"
 fi
+# The legacy nv_peer_mem's stand-in, outside /lib/modules: no depmod or
+# doctor of another scenario should find it, only module_name_taken.
+if [ -z "$modules_given" ] && [ -f "$modroot/tests/fixtures/driver-copy/nv_peer_mem.ko" ]; then
+	mkdir -p "$stage/extra/standins"
+	cp "$modroot/tests/fixtures/driver-copy/nv_peer_mem.ko" "$stage/extra/standins/"
+fi
 
 # kmod's depmod and modprobe as a node has them (busybox's depmod has no
 # search order: which of two same-named modules wins is chance there). At
 # /opt/kmod, so every other scenario keeps busybox's; module_dropin uses
-# them. The binary is dynamic: its libraries and loader come along.
+# them, and module_other_process kmod's rmmod, whose refusal of a module in
+# use is the one a node's user reads. The binary is dynamic: its libraries
+# and loader come along.
 if [ -x /usr/bin/kmod ]; then
 	mkdir -p "$stage/opt/kmod"
 	cp /usr/bin/kmod "$stage/opt/kmod/kmod"
 	ln -sf kmod "$stage/opt/kmod/depmod"
 	ln -sf kmod "$stage/opt/kmod/modprobe"
+	ln -sf kmod "$stage/opt/kmod/rmmod"
 	ldd /usr/bin/kmod | grep -o '/[^ ]*' | while read -r lib; do
 		mkdir -p "$stage$(dirname "$lib")"
 		cp -L "$lib" "$stage$lib"

@@ -3,8 +3,9 @@
 # modules tests/build-all.sh built for it (PEERMEM_KERNEL=<id>):
 #   run-kernel-matrix.sh <id> KDIR RESULTS_DIR SUITE_NAME...
 # The suites the guest and the verdict read are cut for the kernel
-# (tests/vm/cut-for-kernel.sh: no KASAN-only teeth on a kernel without
-# KASAN, no runs of NVIDIA's module); the log says what went. Each
+# (tests/vm/cut-for-kernel.sh: on a kernel without KASAN no line only KASAN
+# can judge, and no run of NVIDIA's module): each line cut is a skipped
+# test named with why, and the log says what was cut. Each
 # verdict's suite is renamed "<suite> [kernel <id>]" for the summary.
 # Output lines start "[kernel <id>] ". Exit 0 only if every suite is
 # green.

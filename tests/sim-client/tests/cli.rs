@@ -255,6 +255,42 @@ fn served_commands_answer_as_local_ones() {
     }
 }
 
+/// A request thread that dies in the kernel (an Oops ends the task, no
+/// unwinding, its socket left open): the server answers for it within
+/// seconds, exit code 4 and why, instead of leaving its client waiting
+/// until the host's watchdog kills the VM.
+#[test]
+fn a_request_thread_that_dies_is_answered_for() {
+    let server = Server::start("died");
+    let mut client = Command::new(env!("CARGO_BIN_EXE_simtest"))
+        .arg("__exit-thread")
+        .env("SIMTEST_SERVER", &server.socket)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run simtest through the server");
+    let t0 = std::time::Instant::now();
+    while client.try_wait().expect("wait").is_none() {
+        if t0.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = client.kill();
+            let _ = client.wait();
+            panic!("the client of a dead request thread still waits after 10 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let o = client.wait_with_output().expect("output");
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the thread serving `simtest __exit-thread`")
+            && stderr(&o).contains("died before answering: a kernel Oops"),
+        "{}",
+        stderr(&o)
+    );
+    // The server still serves.
+    let o = server.run(&["--dev", "/dev/null", "gpu-alloc", "64K"]);
+    assert_eq!(stdout(&o).trim(), "error=ENOTTY errno=25");
+}
+
 #[test]
 fn own_process_and_an_absent_server() {
     let socket = std::env::temp_dir().join(format!("simtest-{}-none.sock", std::process::id()));

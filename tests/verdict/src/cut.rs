@@ -1,26 +1,32 @@
 //! A suite cut down to what one kernel of the matrix can run.
 //!
 //! Two kinds of line cannot be met on every kernel:
-//! - a tooth (`caught` line) that names a KASAN report, on a kernel without
-//!   KASAN: a GCC-built kernel with Rust has none (`init/Kconfig`: `RUST
-//!   depends on !KASAN || CC_IS_CLANG`), and KFENCE, which stands in for
-//!   it there, samples one allocation every 10 ms, so a planted
+//! - a line whose only detector is KASAN, on a kernel without KASAN: a
+//!   tooth (`caught` line) that names a KASAN report, or a run of our
+//!   module marked `needs kasan` (its bug is a use-after-free nothing else
+//!   reports). A GCC-built kernel with Rust has no KASAN (`init/Kconfig`:
+//!   `RUST depends on !KASAN || CC_IS_CLANG`), and KFENCE, which stands in
+//!   for it there, samples one allocation every 10 ms, so a planted
 //!   use-after-free may go unreported (it did, in every round of a 7.2
-//!   boot) and the tooth fail for no fault of the scenario;
+//!   boot): the tooth would fail and our run would pass, both for no
+//!   reason of the module's;
 //! - a run of NVIDIA's own module (`client=nvNNN`), on a kernel it was not
 //!   built for (only the primary one).
 //!
-//! Such a scenario line goes together with its `caught` lines; every other
-//! line, comments included, stays as it was.
+//! Such a scenario line, with its `caught` and `needs` lines, becomes one
+//! `cut` line that says why: the verdict counts it as a skipped test of
+//! that name, so a cut suite shows in `N passed, N failed, N skipped` how
+//! much of it the kernel could not run. Every other line, comments
+//! included, stays as it was.
 
-/// What [`cut`] kept, and how much of each kind it dropped.
+/// What [`cut`] kept, and how much of each kind it turned into `cut` lines.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Cut {
-    /// The suite text without the dropped scenarios.
+    /// The suite text, each dropped scenario a `cut` line.
     pub text: String,
-    /// Scenarios dropped because their tooth needs KASAN.
-    pub kasan_teeth: usize,
-    /// Scenarios dropped because they run NVIDIA's module.
+    /// Scenarios cut because KASAN is their only detector.
+    pub kasan_only: usize,
+    /// Scenarios cut because they run NVIDIA's module.
     pub nvidia_runs: usize,
 }
 
@@ -32,6 +38,11 @@ pub struct Kernel {
     /// NVIDIA's module was built for it.
     pub nvidia: bool,
 }
+
+/// Why a line whose only detector is KASAN is skipped.
+pub const WHY_KASAN: &str = "this kernel has no KASAN, the only detector of this line's bug";
+/// Why a run of NVIDIA's module is skipped.
+pub const WHY_NVIDIA: &str = "NVIDIA's module is built for the primary kernel only";
 
 /// The first word of a line, comments and indentation aside.
 fn keyword(line: &str) -> &str {
@@ -51,19 +62,43 @@ fn runs_nvidia(scenario: &str) -> bool {
     })
 }
 
+/// The `cut` line that stands for a scenario line and its `caught` and
+/// `needs` lines.
+fn cut_line(group: &[&str], why: &str) -> String {
+    let words: Vec<&str> = group[0]
+        .split('#')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .collect();
+    let kind = if group[1..].iter().any(|l| keyword(l) == "caught") {
+        "teeth"
+    } else {
+        "scenario"
+    };
+    format!("cut {kind} \"{why}\" {}\n", words.join(" "))
+}
+
 /// `text` as `kernel` can run it.
 pub fn cut(text: &str, kernel: Kernel) -> Cut {
     let mut out = Cut::default();
-    // A scenario line and the `caught` lines right after it.
+    // A scenario line and the `caught` and `needs` lines right after it.
     let mut group: Vec<&str> = Vec::new();
     let flush = |group: &mut Vec<&str>, out: &mut Cut| {
         let Some(scenario) = group.first() else {
             return;
         };
+        let kasan_only = group[1..].iter().any(|l| {
+            (keyword(l) == "caught" && l.contains("KASAN:"))
+                || (keyword(l) == "needs" && l.split_whitespace().nth(1) == Some("kasan"))
+        });
         if !kernel.nvidia && runs_nvidia(scenario) {
             out.nvidia_runs += 1;
-        } else if !kernel.kasan && group[1..].iter().any(|c| c.contains("KASAN:")) {
-            out.kasan_teeth += 1;
+            out.text.push_str(&cut_line(group, WHY_NVIDIA));
+        } else if !kernel.kasan && kasan_only {
+            out.kasan_only += 1;
+            out.text.push_str(&cut_line(group, WHY_KASAN));
         } else {
             for line in group.iter() {
                 out.text.push_str(line);
@@ -78,7 +113,7 @@ pub fn cut(text: &str, kernel: Kernel) -> Cut {
                 flush(&mut group, &mut out);
                 group.push(line);
             }
-            "caught" if !group.is_empty() => group.push(line),
+            "caught" | "needs" if !group.is_empty() => group.push(line),
             _ => {
                 flush(&mut group, &mut out);
                 out.text.push_str(line);
@@ -97,6 +132,8 @@ mod tests {
 
     const SUITE: &str = "# teeth\ntimeout 900\n\
         scenario rel_field bug=uaf_window\n\
+        needs kasan\n\
+        scenario rel_field bug=silent_load\n\
         scenario rel_field bug=uaf_window client=ref defects=uaf_window\n\
         caught \"KASAN: slab-use-after-free in ref_free_cb\"\n\
         scenario rel_field bug=silent_load client=ref defects=silent_load\n\
@@ -104,7 +141,7 @@ mod tests {
         # NVIDIA's: no KASAN needed for this one\n\
         scenario rel_field bug=name_conflict client=nv555\n\
         caught \"the refusal does not say what to unload\"\n\
-        scenario rel_field bug=uaf_window client=nv535\n\
+        scenario rel_field bug=uaf_window client=nv535 # the 535 run\n\
         caught \"KASAN: slab-use-after-free in nv_get_p2p_free_callback\"\n";
 
     const ALL: Kernel = Kernel {
@@ -116,11 +153,11 @@ mod tests {
     fn a_kernel_with_everything_runs_everything() {
         let c = cut(SUITE, ALL);
         assert_eq!(c.text, SUITE);
-        assert_eq!((c.kasan_teeth, c.nvidia_runs), (0, 0));
+        assert_eq!((c.kasan_only, c.nvidia_runs), (0, 0));
     }
 
     #[test]
-    fn without_kasan_its_teeth_go_with_their_scenarios() {
+    fn without_kasan_its_only_lines_become_skips() {
         let c = cut(
             SUITE,
             Kernel {
@@ -128,19 +165,34 @@ mod tests {
                 ..ALL
             },
         );
-        assert_eq!((c.kasan_teeth, c.nvidia_runs), (2, 0));
+        assert_eq!((c.kasan_only, c.nvidia_runs), (3, 0));
         assert!(!c.text.contains("KASAN:"));
-        assert!(!c.text.contains("defects=uaf_window"));
-        assert!(!c.text.contains("client=nv535"));
+        assert!(!c.text.contains("needs kasan"));
+        assert!(!c.text.contains("scenario rel_field bug=uaf_window"));
+        // each became a cut line that says why, with its scenario's words
+        assert!(c.text.contains(&format!(
+            "cut scenario \"{WHY_KASAN}\" rel_field bug=uaf_window\n"
+        )));
+        assert!(c.text.contains(&format!(
+            "cut teeth \"{WHY_KASAN}\" rel_field bug=uaf_window client=ref defects=uaf_window\n"
+        )));
+        assert!(c.text.contains(&format!(
+            "cut teeth \"{WHY_KASAN}\" rel_field bug=uaf_window client=nv535\n"
+        )));
         // the rest, comments and the other teeth included, stays
-        assert!(c.text.contains("scenario rel_field bug=uaf_window\n"));
+        assert!(c.text.contains("scenario rel_field bug=silent_load\n"));
         assert!(c.text.contains("caught \"the load failed silently\""));
         assert!(c.text.contains("client=nv555\ncaught \"the refusal"));
         assert!(c.text.starts_with("# teeth\ntimeout 900\n"));
+        let s = Suite::parse("t", &c.text).unwrap();
+        assert_eq!(s.cut.len(), 3);
+        assert_eq!(s.cut[0].scenario, "rel_field[bug=uaf_window]");
+        assert!(!s.cut[0].teeth && s.cut[1].teeth);
+        assert!(s.needs_kasan.is_empty());
     }
 
     #[test]
-    fn without_nvidia_its_runs_go_with_their_teeth() {
+    fn without_nvidia_its_runs_become_skips() {
         let c = cut(
             SUITE,
             Kernel {
@@ -148,10 +200,18 @@ mod tests {
                 ..ALL
             },
         );
-        assert_eq!((c.kasan_teeth, c.nvidia_runs), (0, 2));
-        assert!(!c.text.contains("client=nv"));
-        assert!(!c.text.contains("unload"));
+        assert_eq!((c.kasan_only, c.nvidia_runs), (0, 2));
+        assert!(!c
+            .text
+            .contains("scenario rel_field bug=name_conflict client=nv"));
+        assert!(!c.text.contains("unload\""));
+        assert!(c.text.contains(&format!(
+            "cut teeth \"{WHY_NVIDIA}\" rel_field bug=name_conflict client=nv555\n"
+        )));
         assert!(c.text.contains("ref_free_cb"));
+        assert!(c
+            .text
+            .contains("scenario rel_field bug=uaf_window\nneeds kasan\n"));
     }
 
     #[test]
@@ -167,31 +227,50 @@ mod tests {
         assert_eq!(c.text, text);
     }
 
-    /// The suite the cut is for: on 7.2 (no KASAN, no NVIDIA build) no
-    /// tooth that needs KASAN is left, and what is left parses.
+    /// The suites the cut is for: on a kernel without KASAN or NVIDIA's
+    /// build, no line that needs either runs, and every line that went is
+    /// a cut line of the same scenario: the scenario count is unchanged.
     #[test]
-    fn field_teeth_on_a_kernel_without_kasan() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../vm/suites/field-teeth.suite"
-        );
-        let text = std::fs::read_to_string(path).unwrap();
-        let before = Suite::parse("field-teeth", &text).unwrap();
-        let c = cut(
-            &text,
-            Kernel {
-                kasan: false,
-                nvidia: false,
-            },
-        );
-        let after = Suite::parse("field-teeth", &c.text).unwrap();
-        assert!(c.kasan_teeth > 0 && c.nvidia_runs > 0);
-        assert!(after.teeth.iter().all(|t| !t.pattern.contains("KASAN:")));
-        assert!(after.scenarios.iter().all(|s| !s.contains("client=nv")));
-        assert_eq!(
-            after.scenarios.len() + c.kasan_teeth + c.nvidia_runs,
-            before.scenarios.len()
-        );
-        assert!(after.teeth.len() < before.teeth.len() && !after.teeth.is_empty());
+    fn the_matrix_suites_on_a_kernel_without_kasan() {
+        for name in ["field-teeth", "rel-races", "module", "driver-matrix"] {
+            let path = format!("{}/../vm/suites/{name}.suite", env!("CARGO_MANIFEST_DIR"));
+            let text = std::fs::read_to_string(&path).unwrap();
+            let before = Suite::parse(name, &text).unwrap();
+            let c = cut(
+                &text,
+                Kernel {
+                    kasan: false,
+                    nvidia: false,
+                },
+            );
+            let after = Suite::parse(name, &c.text).unwrap();
+            assert!(after.teeth.iter().all(|t| !t.pattern.contains("KASAN:")));
+            assert!(after.scenarios.iter().all(|s| !s.contains("client=nv")));
+            assert!(after.needs_kasan.is_empty());
+            assert_eq!(after.cut.len(), c.kasan_only + c.nvidia_runs, "{name}");
+            assert_eq!(
+                after.scenarios.len() + after.cut.len(),
+                before.scenarios.len(),
+                "{name}"
+            );
+            let mut ids: Vec<&String> = after
+                .scenarios
+                .iter()
+                .chain(after.cut.iter().map(|c| &c.scenario))
+                .collect();
+            let mut want: Vec<&String> = before.scenarios.iter().collect();
+            ids.sort();
+            want.sort();
+            assert_eq!(ids, want, "{name}: the cut renamed a scenario");
+            if name == "field-teeth" {
+                assert!(c.kasan_only > 0 && c.nvidia_runs > 0);
+                // our own runs whose bug only KASAN sees are skipped too
+                assert!(after
+                    .cut
+                    .iter()
+                    .any(|l| !l.teeth && l.scenario.starts_with("rel_field[bug=uaf_window")));
+                assert!(after.teeth.len() < before.teeth.len() && !after.teeth.is_empty());
+            }
+        }
     }
 }

@@ -57,6 +57,34 @@ pub struct Splat {
     /// A lockdep cycle's lock classes, from the `-> #N (CLASS){...}` lines
     /// of its dependency chain; empty for any other splat.
     pub classes: Vec<String>,
+    /// The modules its report names: each `[module]` of its headline and of
+    /// the lines after it (stack frames, `RIP:`), up to the report's end,
+    /// the next splat or a line of the test bed.
+    pub modules: Vec<String>,
+}
+
+/// Lines of a report read after its headline for the modules it names, at
+/// most: a hung task's trace ends well before, a lockdep cycle's chain of
+/// stacks about then.
+const REPORT_LINES: usize = 200;
+
+/// The `[module]` names of a report line (`ref_free_cb+0x1c/0x40
+/// [peermem_refclient]`).
+fn frame_modules(line: &str) -> impl Iterator<Item = &str> {
+    line.split('[').skip(1).filter_map(|rest| {
+        let name = rest.split(']').next()?;
+        (!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+            .then_some(name)
+    })
+}
+
+/// Whether a line ends a kernel report (KASAN's rule, the end of a WARN's
+/// or an Oops's trace) or starts another dump that is no splat (a sysrq
+/// request's task list).
+fn ends_report(line: &str) -> bool {
+    line.starts_with("==========")
+        || line.starts_with("---[ end trace")
+        || line.starts_with("sysrq: ")
 }
 
 /// The lock class of a lockdep dependency-chain line (`-> #1 (&x->lock){+.+.}-{4:4}:`).
@@ -182,20 +210,40 @@ pub fn analyse(text: &str) -> Result<LogFacts, String> {
     let mut legacy = false;
     // The lockdep cycle report whose chain lines are being read.
     let mut in_cycle: Option<usize> = None;
+    // The splat whose report is being read, and how many of its lines.
+    let mut in_report: Option<(usize, usize)> = None;
     for (idx, raw) in text.lines().enumerate() {
         let line = clean_line(raw);
         if let Some(kind) = splat_kind(line) {
             in_cycle = line
                 .contains("possible circular locking dependency")
                 .then_some(facts.splats.len());
+            in_report = Some((facts.splats.len(), 0));
             facts.splats.push(Splat {
                 line_no: idx + 1,
                 kind,
                 text: line.to_string(),
                 scenario: in_scenario.clone(),
                 classes: Vec::new(),
+                modules: frame_modules(line).map(String::from).collect(),
             });
-        } else if let Some(i) = in_cycle {
+        } else if let Some((i, n)) = in_report {
+            if n >= REPORT_LINES
+                || ends_report(line)
+                || HARNESS_PREFIXES.iter().any(|p| line.starts_with(p))
+                || line.starts_with(scenarios::PREFIX)
+            {
+                in_report = None;
+            } else {
+                in_report = Some((i, n + 1));
+                for m in frame_modules(line) {
+                    if !facts.splats[i].modules.iter().any(|k| k == m) {
+                        facts.splats[i].modules.push(m.to_string());
+                    }
+                }
+            }
+        }
+        if let (Some(i), None) = (in_cycle, splat_kind(line)) {
             if line.contains("other info that might help us debug this") {
                 in_cycle = None;
             } else if let Some(class) = chain_class(line) {

@@ -1,17 +1,21 @@
 //! `vm-verdict`: the host side of the nvidia-peermem-rs VM test bed.
 //!
 //! - `vm-verdict check --suite FILE --log FILE [--timed-out] [--json OUT]`
-//!   judges one VM boot; exit 0 only if no test failed (skips are shown in
-//!   its `N passed, N failed, N skipped` line; the summary judges them).
+//!   judges one VM boot; exit 0 only if no test failed and none was
+//!   skipped but the lines the cut for the kernel declared (unless
+//!   PEERMEM_ALLOW_SKIPS=1): `make vm-test` and `make soak` are green only
+//!   when everything ran.
 //! - `vm-verdict suite-field --suite FILE FIELD` prints `iommu`, `timeout`
 //!   or `memory` for the runner script.
 //! - `vm-verdict summary [--cargo-log FILE --cargo-status FILE
-//!   [--host-skips FILE]] VERDICT.json...` prints the table and the closing
-//!   `N passed, N failed, N skipped` line. Every VERDICT.json named is one
+//!   [--host-skips FILE]] [--shrunk WHAT]... VERDICT.json...` prints the
+//!   table and the closing `N passed, N failed, N skipped` line, which
+//!   ends with each WHAT the run left out. Every VERDICT.json named is one
 //!   the run started: a missing or unreadable one is a failed test (a suite
 //!   whose runner died before its verdict does not vanish). Exit 0 only if
-//!   nothing failed, something passed, and nothing was skipped (unless
-//!   PEERMEM_ALLOW_SKIPS=1; see `tests/vm/README.md`).
+//!   nothing failed, something passed, and nothing was skipped but the
+//!   lines a cut for a kernel declared (unless PEERMEM_ALLOW_SKIPS=1; see
+//!   `tests/vm/README.md`).
 //! - `vm-verdict reliability [--json OUT] VERDICT.json...` prints the
 //!   reliability table (every `rel_*` scenario: configuration, result,
 //!   figures) and the lock-order matrix, writes them as JSON to OUT; exit 0
@@ -22,8 +26,8 @@
 //!   if ours passed everywhere and NVIDIA's runs were as declared.
 //! - `vm-verdict cut-suite --suite FILE --out FILE [--no-kasan]
 //!   [--no-nvidia]` writes the suite as a kernel without KASAN, or without
-//!   a build of NVIDIA's module, can run it (`cut.rs`), and says on stderr
-//!   what it dropped.
+//!   a build of NVIDIA's module, can run it (`cut.rs`: each line it cannot
+//!   run a `cut` line, a skipped test), and says on stderr what it cut.
 
 mod cut;
 mod ktap;
@@ -74,7 +78,32 @@ fn check(args: &[String]) -> Result<bool, String> {
         let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
         std::fs::write(&json, text).map_err(|e| format!("cannot write {json}: {e}"))?;
     }
-    Ok(counts.failed == 0)
+    let allow_skips = allow_skips();
+    if counts.cut > 0 {
+        println!(
+            "suite {}: {} skipped by the cut for this kernel (lines it cannot run, SKIP above)",
+            suite.name, counts.cut
+        );
+    }
+    if counts.lost() > 0 {
+        println!(
+            "suite {}: {} skipped (SKIP above): a skipped test did not run; {}",
+            suite.name,
+            counts.lost(),
+            if allow_skips {
+                "accepted (PEERMEM_ALLOW_SKIPS=1)"
+            } else {
+                "the boot is not green (PEERMEM_ALLOW_SKIPS=1 accepts them)"
+            }
+        );
+    }
+    Ok(counts.green(allow_skips))
+}
+
+/// PEERMEM_ALLOW_SKIPS=1: a run that skipped tests (other than the lines a
+/// cut for the kernel declared) may still be green.
+fn allow_skips() -> bool {
+    std::env::var("PEERMEM_ALLOW_SKIPS").is_ok_and(|v| v == "1")
 }
 
 fn suite_field(args: &[String]) -> Result<bool, String> {
@@ -97,6 +126,7 @@ fn lost_verdict(path: &str, why: String) -> verdict::SuiteVerdict {
             name: format!("verdict:{path}"),
             passed: false,
             skipped: false,
+            cut: false,
             reason: format!("{why}: the run started it, its runner died before judging it"),
             figures: Default::default(),
             evidence: Vec::new(),
@@ -107,6 +137,10 @@ fn lost_verdict(path: &str, why: String) -> verdict::SuiteVerdict {
 fn summary_cmd(args: &[String]) -> Result<bool, String> {
     let mut verdicts = Vec::new();
     let (mut cargo_log, mut cargo_status, mut host_skips) = (None, None, None);
+    // What the caller left out of the run (`--shrunk WHAT`, make test's
+    // SUITES, PEERMEM_SKIP_SELFTEST, PEERMEM_MATRIX_KERNELS): the closing
+    // line says so.
+    let mut shrunk: Vec<String> = Vec::new();
     let mut i = 0;
     while i < args.len() {
         let value = |flag: &str| args.get(i + 1).ok_or(format!("{flag} needs a file"));
@@ -114,6 +148,7 @@ fn summary_cmd(args: &[String]) -> Result<bool, String> {
             "--cargo-log" => cargo_log = Some(value("--cargo-log")?.clone()),
             "--cargo-status" => cargo_status = Some(value("--cargo-status")?.clone()),
             "--host-skips" => host_skips = Some(value("--host-skips")?.clone()),
+            "--shrunk" => shrunk.push(value("--shrunk")?.clone()),
             path => {
                 verdicts.push(match read(path) {
                     Err(e) => lost_verdict(path, e),
@@ -146,11 +181,17 @@ fn summary_cmd(args: &[String]) -> Result<bool, String> {
     println!("host tests (cargo): {host}");
     println!("tests listed above: {table}");
     let total = host + table;
-    let allow_skips = std::env::var("PEERMEM_ALLOW_SKIPS").is_ok_and(|v| v == "1");
-    if total.skipped > 0 {
+    let allow_skips = allow_skips();
+    if total.cut > 0 {
+        println!(
+            "{} skipped by the cut for a kernel (SKIP above, `cut for this kernel: ...`): lines that kernel cannot run; accepted",
+            total.cut
+        );
+    }
+    if total.lost() > 0 {
         println!(
             "{} skipped (SKIP above): a skipped test did not run; {}",
-            total.skipped,
+            total.lost(),
             if allow_skips {
                 "accepted (PEERMEM_ALLOW_SKIPS=1)"
             } else {
@@ -158,8 +199,12 @@ fn summary_cmd(args: &[String]) -> Result<bool, String> {
             }
         );
     }
-    println!("{total}");
-    Ok(total.failed == 0 && total.passed > 0 && (total.skipped == 0 || allow_skips))
+    if shrunk.is_empty() {
+        println!("{total}");
+    } else {
+        println!("{total} (not all of make test: {})", shrunk.join("; "));
+    }
+    Ok(total.passed > 0 && total.green(allow_skips))
 }
 
 /// Reads the verdict files of a report command's arguments, and the file
@@ -219,15 +264,15 @@ fn cut_suite(args: &[String]) -> Result<bool, String> {
     let c = cut::cut(&read(&path)?, kernel);
     suite::Suite::parse(&name, &c.text).map_err(|e| format!("{path}, cut: {e}"))?;
     std::fs::write(&out, &c.text).map_err(|e| format!("cannot write {out}: {e}"))?;
-    if c.kasan_teeth > 0 {
+    if c.kasan_only > 0 {
         eprintln!(
-            "{name}: {} KASAN-only teeth dropped with their scenario lines (this kernel has no KASAN)",
-            c.kasan_teeth
+            "{name}: {} lines whose only detector is KASAN skipped (this kernel has no KASAN; counted as skipped)",
+            c.kasan_only
         );
     }
     if c.nvidia_runs > 0 {
         eprintln!(
-            "{name}: {} runs of NVIDIA's module dropped (built for the primary kernel only)",
+            "{name}: {} runs of NVIDIA's module skipped (built for the primary kernel only; counted as skipped)",
             c.nvidia_runs
         );
     }

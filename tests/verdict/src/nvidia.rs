@@ -298,6 +298,7 @@ mod tests {
             name: name.into(),
             passed,
             skipped: false,
+            cut: false,
             reason: reason.into(),
             figures: BTreeMap::new(),
             evidence: evidence.iter().map(|e| e.to_string()).collect(),

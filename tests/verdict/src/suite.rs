@@ -56,6 +56,24 @@ pub struct Suite {
     /// `caught "PATTERN"` line after the scenario line): each must FAIL,
     /// with PATTERN in its reason. Splats during them are theirs.
     pub teeth: Vec<Teeth>,
+    /// Scenarios whose bug only KASAN reports (a `needs kasan` line after
+    /// the scenario line): on a kernel without KASAN they would pass
+    /// whatever the module did, so the cut for such a kernel skips them.
+    pub needs_kasan: Vec<String>,
+    /// Lines the cut for this kernel left out (`cut` lines, written by
+    /// `vm-verdict cut-suite`): each is a skipped test, with its reason.
+    pub cut: Vec<CutLine>,
+}
+
+/// A scenario line the kernel cannot run, kept as a skipped test.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CutLine {
+    /// The id the scenario would have reported under.
+    pub scenario: String,
+    /// It had a `caught` line: its test would have been a `teeth:` one.
+    pub teeth: bool,
+    /// Why this kernel cannot run it.
+    pub why: String,
 }
 
 /// A scenario that must catch a planted defect.
@@ -234,11 +252,38 @@ impl Suite {
                         pattern: pattern.to_string(),
                     });
                 }
+                ("needs", ["kasan"]) => {
+                    let Some(scenario) = suite.scenarios.last().cloned() else {
+                        return Err(err("needs: no scenario line before it".into()));
+                    };
+                    suite.needs_kasan.push(scenario);
+                }
+                ("needs", _) => {
+                    return Err(err(format!(
+                        "needs: '{}' is not a detector this harness knows (kasan)",
+                        args.join(" ")
+                    )))
+                }
+                ("cut", [kind @ ("scenario" | "teeth"), why, name, rest @ ..]) => {
+                    if why.is_empty() {
+                        return Err(err("cut: no reason given".into()));
+                    }
+                    suite.cut.push(CutLine {
+                        scenario: scenario_id(name, rest),
+                        teeth: *kind == "teeth",
+                        why: why.to_string(),
+                    })
+                }
+                ("cut", _) => {
+                    return Err(err(
+                        "cut: expected cut scenario|teeth \"WHY\" NAME [ARGS]".into()
+                    ))
+                }
                 ("scenario_timeout" | "cmdline" | "extra", _) => {}
                 (d, _) => return Err(err(format!("unknown or malformed directive '{d}'"))),
             }
         }
-        if suite.kunit.is_empty() && suite.scenarios.is_empty() {
+        if suite.kunit.is_empty() && suite.scenarios.is_empty() && suite.cut.is_empty() {
             return Err(SuiteError {
                 line: 0,
                 message: "suite runs no test (no kunit or scenario line)".into(),
@@ -360,6 +405,43 @@ mod tests {
                 "no .suite file found under {dir} (searched {})",
                 root.display()
             );
+        }
+    }
+
+    #[test]
+    fn needs_and_cut_lines() {
+        let s = Suite::parse(
+            "x",
+            "scenario a k=v\nneeds kasan\ncut teeth \"no KASAN here\" b k=v\ncut scenario \"why\" c\n",
+        )
+        .unwrap();
+        assert_eq!(s.needs_kasan, vec!["a[k=v]"]);
+        assert_eq!(
+            s.cut,
+            vec![
+                CutLine {
+                    scenario: "b[k=v]".into(),
+                    teeth: true,
+                    why: "no KASAN here".into()
+                },
+                CutLine {
+                    scenario: "c".into(),
+                    teeth: false,
+                    why: "why".into()
+                }
+            ]
+        );
+        // A suite whose every line was cut still parses: its tests are
+        // the skips.
+        assert!(Suite::parse("x", "cut scenario \"why\" c\n").is_ok());
+        for bad in [
+            "needs kasan\nscenario a\n",
+            "scenario a\nneeds lockdep\n",
+            "scenario a\ncut other \"w\" b\n",
+            "scenario a\ncut teeth \"\" b\n",
+            "scenario a\ncut teeth \"w\"\n",
+        ] {
+            assert!(Suite::parse("x", bad).is_err(), "{bad}");
         }
     }
 

@@ -91,6 +91,7 @@ fn host_test(name: String, failure: Option<String>, skipped: bool) -> TestResult
         name,
         passed: failure.is_none(),
         skipped,
+        cut: false,
         reason: failure.unwrap_or_default(),
         figures: BTreeMap::new(),
         evidence: Vec::new(),
@@ -228,7 +229,8 @@ mod tests {
             Counts {
                 passed: 15,
                 failed: 2,
-                skipped: 1
+                skipped: 1,
+                cut: 0
             }
         );
         assert_eq!(r.binaries, 3);

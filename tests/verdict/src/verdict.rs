@@ -20,6 +20,11 @@ pub struct TestResult {
     /// of older writers: false.
     #[serde(default)]
     pub skipped: bool,
+    /// A skip the cut for the kernel declared (`cut` line of the suite): a
+    /// line this kernel cannot run, named with why. Absent in the JSON of
+    /// older writers: false.
+    #[serde(default)]
+    pub cut: bool,
     /// Why it failed or was skipped (empty when it passed).
     pub reason: String,
     /// Figures a scenario reported.
@@ -46,6 +51,9 @@ pub struct Counts {
     pub failed: usize,
     /// Tests that did not run, or not all of them.
     pub skipped: usize,
+    /// Of the skipped, those the cut for a kernel declared: lines that
+    /// kernel cannot run, not tests the harness lost.
+    pub cut: usize,
 }
 
 impl Counts {
@@ -55,6 +63,7 @@ impl Counts {
             self.passed += 1;
         } else if t.skipped {
             self.skipped += 1;
+            self.cut += usize::from(t.cut);
         } else {
             self.failed += 1;
         }
@@ -68,7 +77,21 @@ impl std::ops::Add for Counts {
             passed: self.passed + o.passed,
             failed: self.failed + o.failed,
             skipped: self.skipped + o.skipped,
+            cut: self.cut + o.cut,
         }
+    }
+}
+
+impl Counts {
+    /// Skips no cut declared: a test that could not do what it is for.
+    pub fn lost(&self) -> usize {
+        self.skipped - self.cut
+    }
+
+    /// Whether a run with these counts is green: nothing failed, and no
+    /// skip other than the cut's unless `allow_skips` (PEERMEM_ALLOW_SKIPS=1).
+    pub fn green(&self, allow_skips: bool) -> bool {
+        self.failed == 0 && (self.lost() == 0 || allow_skips)
     }
 }
 
@@ -99,6 +122,7 @@ fn result(name: String, failure: Option<String>) -> TestResult {
         name,
         passed: failure.is_none(),
         skipped: false,
+        cut: false,
         reason: failure.unwrap_or_default(),
         figures: BTreeMap::new(),
         evidence: Vec::new(),
@@ -194,6 +218,36 @@ fn judge_teeth(mut t: TestResult, results: Option<usize>, pattern: &str) -> Test
     t
 }
 
+/// The modules a run against a planted defect loads with the defect in
+/// them, by its scenario's `client=`: the C reference client (and its
+/// second copy), or NVIDIA's own module of that release
+/// (`nvidia_peermem_<major>`, tests/nvidia/build-nvidia-peermem.sh). None
+/// for any other tooth: only its pattern excuses a splat.
+fn planted_modules(scenario: &str) -> Vec<String> {
+    let client = scenario
+        .trim_end_matches(']')
+        .split(['[', ','])
+        .find_map(|w| w.strip_prefix("client="));
+    match client {
+        Some("ref") => vec!["peermem_refclient".into(), "peermem_refclient2".into()],
+        Some(c) => match c.strip_prefix("nv") {
+            Some(major) if !major.is_empty() && major.chars().all(|d| d.is_ascii_digit()) => {
+                vec![format!("nvidia_peermem_{major}")]
+            }
+            _ => Vec::new(),
+        },
+        None => Vec::new(),
+    }
+}
+
+/// Whether splat `s`, printed during the planted run `t`, is that run's:
+/// its headline holds the tooth's pattern, or its report names a module
+/// that carries the planted defect.
+fn planted_splat(t: &crate::suite::Teeth, s: &Splat) -> bool {
+    let planted = planted_modules(&t.scenario);
+    s.text.contains(&t.pattern) || s.modules.iter().any(|m| planted.contains(m))
+}
+
 /// Judges one boot. `timed_out` is the host's word that it had to kill QEMU.
 pub fn judge(suite: &Suite, facts: &LogFacts, timed_out: bool) -> SuiteVerdict {
     let mut tests = Vec::new();
@@ -256,6 +310,18 @@ pub fn judge(suite: &Suite, facts: &LogFacts, timed_out: bool) -> SuiteVerdict {
         tests.push(t);
     }
 
+    // The lines the cut for this kernel left out: not run, so skipped, and
+    // counted, so a cut suite never looks whole.
+    for c in &suite.cut {
+        let kind = if c.teeth { "teeth" } else { "scenario" };
+        let mut t = skipped(
+            format!("{kind}:{}", c.scenario),
+            format!("cut for this kernel: {}", c.why),
+        );
+        t.cut = true;
+        tests.push(t);
+    }
+
     let unknown: Vec<&String> = facts
         .scenarios
         .keys()
@@ -292,10 +358,13 @@ pub fn judge(suite: &Suite, facts: &LogFacts, timed_out: bool) -> SuiteVerdict {
     let mut unexpected = Vec::new();
     let mut seen = vec![false; suite.expected_splats.len()];
     for s in &facts.splats {
-        // A planted defect's splats are its scenario's evidence.
+        // A planted defect's splats are its scenario's evidence, but only
+        // those that are its: a splat of another cause (a late report of
+        // the run before, a bug of ours the planted run reached) counts.
         if s.scenario
             .as_deref()
-            .is_some_and(|id| suite.teeth_of(id).is_some())
+            .and_then(|id| suite.teeth_of(id))
+            .is_some_and(|t| planted_splat(t, s))
         {
             continue;
         }
@@ -409,6 +478,37 @@ mod tests {
         );
         assert_eq!(v.tests[2].figures["ops"], "3");
         assert_eq!(v.counts().to_string(), "6 passed, 0 failed, 0 skipped");
+    }
+
+    #[test]
+    fn a_cut_line_is_a_skip_by_name_and_only_it_is_green() {
+        let s = suite(&format!(
+            "kunit k.ko k\nscenario sc\ncut teeth \"{}\" rel_field bug=x client=ref\n",
+            crate::cut::WHY_KASAN
+        ));
+        let v = judge(&s, &facts(GOOD), false);
+        assert_eq!(counts(&v), (6, 0, 1), "{v:#?}");
+        let t = named(&v, "teeth:rel_field[bug=x,client=ref]");
+        assert!(t.skipped && t.cut && !t.passed);
+        assert!(t
+            .reason
+            .starts_with("cut for this kernel: this kernel has no KASAN"));
+        let c = v.counts();
+        assert_eq!((c.cut, c.lost()), (1, 0));
+        assert!(c.green(false));
+        // A scenario that skipped is a lost test: not green unless asked.
+        let skip = GOOD.replace("REPORT sc pass ops=3", "REPORT sc skip reason=no-simtest");
+        let c = judge(&s, &facts(&skip), false).counts();
+        assert_eq!((c.skipped, c.cut, c.lost()), (2, 1, 1));
+        assert!(!c.green(false) && c.green(true));
+        // A cut line whose scenario reports anyway is a report the suite
+        // does not list.
+        let v = judge(
+            &suite("scenario sc\ncut scenario \"w\" other\n"),
+            &facts(&GOOD.replace("REPORT sc pass ops=3", "REPORT sc pass\nREPORT other pass")),
+            false,
+        );
+        assert!(!named(&v, "vm:s:completed").passed);
     }
 
     #[test]
@@ -567,6 +667,63 @@ mod tests {
         let v = judge(&s, &facts(&outside), false);
         assert_eq!(v.counts().failed, 1);
         assert!(!named(&v, "vm:s:splats").passed);
+    }
+
+    /// A planted run excuses only its own splats: those whose headline has
+    /// the tooth's pattern or whose report names the module with the
+    /// defect. Anything else inside its window (a late report of the run
+    /// before it, the audit's `echo "BUG: planted" >/dev/kmsg` three
+    /// seconds after our lock_inversion run) fails the boot.
+    #[test]
+    fn a_planted_run_excuses_only_its_own_splats() {
+        let s = suite(
+            "scenario ours\nscenario rel_field bug=lock_inversion client=ref defects=lock_inversion\n\
+             caught \"deadlock: cudaFree in phase dereg\"\n",
+        );
+        let id = "rel_field[bug=lock_inversion,client=ref,defects=lock_inversion]";
+        let log = |inside: &str| {
+            format!(
+                "PEERMEM-SCENARIO-BEGIN ours\nREPORT ours pass\nPEERMEM-SCENARIO-END ours rc=0\n\
+                 PEERMEM-SCENARIO-BEGIN {id}\n{inside}\
+                 REPORT {id} fail reason=deadlock: cudaFree in phase dereg\n\
+                 PEERMEM-SCENARIO-END {id} rc=1\nPEERMEM-KMEMLEAK scanned\nPEERMEM-SUITE-DONE s\n"
+            )
+        };
+        // The planted client's hung tasks: their traces name it.
+        let hung = "[   40.1] INFO: task simtest:210 blocked for more than 8 seconds.\n\
+                    [   40.1]       Tainted: G           O       6.12.0 #1\n\
+                    [   40.1] Call Trace:\n\
+                    [   40.1]  <TASK>\n\
+                    [   40.1]  __schedule+0x3c1/0xb30\n\
+                    [   40.1]  ref_put_pages+0x2f/0x90 [peermem_refclient]\n\
+                    [   40.1]  pd_dereg+0x51/0x120 [peerdirect_sim]\n\
+                    [   40.1]  </TASK>\n";
+        let v = judge(&s, &facts(&log(hung)), false);
+        assert_eq!(v.counts().failed, 0, "{v:#?}");
+        assert_eq!(named(&v, "vm:s:splats").figures["expected_splats"], "1");
+        // The audit's mutation: a splat of no planted module, in the window.
+        let v = judge(&s, &facts(&log("[   41.0] BUG: planted\n")), false);
+        let t = named(&v, "vm:s:splats");
+        assert!(!t.passed, "{v:#?}");
+        assert!(t.evidence[0].contains("BUG: planted"), "{t:?}");
+        // A late report of our module's, in the window: its trace names
+        // ours, not the planted client.
+        let ours = hung.replace("[peermem_refclient]", "[nvidia_peermem_rs]");
+        assert!(!named(&judge(&s, &facts(&log(&ours)), false), "vm:s:splats").passed);
+        // A report ends at its end line: a module named after it is not
+        // the report's.
+        let after = "[   41.0] WARNING: CPU: 0 PID: 9 at x.c:1 f+0x1/0x2\n\
+                     [   41.0] ---[ end trace 0000000000000000 ]---\n\
+                     [   41.1]  ref_put_pages+0x2f/0x90 [peermem_refclient]\n";
+        assert!(!named(&judge(&s, &facts(&log(after)), false), "vm:s:splats").passed);
+        // NVIDIA's run: its module is that release's build.
+        assert_eq!(planted_modules("r[client=nv555]"), ["nvidia_peermem_555"]);
+        assert_eq!(
+            planted_modules("r[client=ref,defects=x]")[0],
+            "peermem_refclient"
+        );
+        assert!(planted_modules("r[client=nvx]").is_empty());
+        assert!(planted_modules("r[k=v]").is_empty());
     }
 
     #[test]

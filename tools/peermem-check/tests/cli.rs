@@ -105,9 +105,12 @@ fn doctor_warn_tree() {
         "kernel_log",
         "systemd_unit",
         "modprobe_target",
+        // NCCL 2.29.7 sees nv_mem, its GDAKI path does not
+        "nccl_version",
     ] {
         assert_eq!(verdict_of(&v, id), "warn", "{id}");
     }
+    assert_eq!(verdict_of(&v, "ucx_version"), "pass");
     // Every warning carries a fix.
     for c in v["checks"].as_array().unwrap() {
         if c["verdict"] == "warn" {
@@ -129,6 +132,9 @@ fn doctor_fail_tree() {
         "kernel_log",
         "dkms_state",
         "systemd_unit",
+        // older than the releases that test /sys/module/nvidia_peermem
+        "nccl_version",
+        "ucx_version",
     ] {
         assert_eq!(verdict_of(&v, id), "fail", "{id}");
     }
@@ -141,6 +147,14 @@ fn doctor_fail_tree() {
     );
     assert!(text.contains("fix: keep one: rmmod"), "{text}");
     assert!(text.contains("SYS"), "{text}");
+    assert!(
+        text.contains("NCCL 2.21.5 (Python wheel nvidia_nccl_cu12 2.21.5 (/usr/local/lib/python3.11/dist-packages)): no: it tests only /sys/kernel/mm/memory_peers/nv_mem/version, /sys/kernel/mm/memory_peers/nvidia-peermem/version, none here; NCCL >= 2.23.4 would (via /sys/module/nvidia_peermem/version)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("UCX 1.17.0 (Debian package libucx0 1.17.0+ds-1): no: it tests only /sys/kernel/mm/memory_peers/nv_mem/version, none here; UCX >= 1.18.0 would"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -167,7 +181,7 @@ fn doctor_on_an_empty_tree_explains_everything() {
     let o = run(&["doctor", "--json", "--root", dir.path().to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     let v = json_of(&o);
-    assert_eq!(v["checks"].as_array().unwrap().len(), 17);
+    assert_eq!(v["checks"].as_array().unwrap().len(), 19);
     for c in v["checks"].as_array().unwrap() {
         assert!(!c["detail"].as_str().unwrap().is_empty(), "{c}");
         if c["verdict"] == "fail" {

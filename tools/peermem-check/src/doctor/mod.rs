@@ -7,6 +7,7 @@ pub mod buildenv;
 pub mod bundle;
 pub mod dmesg;
 pub mod install;
+pub mod libraries;
 pub mod pci;
 pub mod sysroot;
 
@@ -69,6 +70,11 @@ pub fn run(inp: &Inputs) -> Vec<Check> {
         install::modprobe_target(r),
         p2p_page_table(r),
         gpudirect_visibility(r),
+    ];
+    // Which NCCL and UCX are installed, and whether their versions test
+    // the files the line above found (doctor/libraries.rs).
+    checks.extend(libraries::checks(r));
+    checks.extend([
         peerdirect_core(r),
         peerdirect_support(r),
         rdma_devices(r),
@@ -78,7 +84,7 @@ pub fn run(inp: &Inputs) -> Vec<Check> {
         bar1(r, &gpus),
         gpu_attributes(inp.cuda.as_ref()),
         kernel_log(r),
-    ];
+    ]);
     if r.exists(peermem_sim::uapi::PEERMEM_SIM_DEVICE) {
         checks.push(Check::pass(
             "simulated_stack",
@@ -358,14 +364,27 @@ pub fn gpudirect_visibility(r: &SysRoot) -> Check {
         "memory_peers_tree": tree,
     });
     let id = "nccl_detection";
+    // The file found is tested only from some releases on: the line says
+    // from which, and the next lines whether the installed ones are.
+    let releases = |p: &str| match libraries::since(p) {
+        s if s.is_empty() => String::new(),
+        s => format!(" for {s}"),
+    };
     match (nccl, ucx) {
-        (Some(n), Some(u)) if n == u => {
-            Check::pass(id, VISIBILITY_TITLE, format!("yes (via {n})")).data(data)
-        }
+        (Some(n), Some(u)) if n == u => Check::pass(
+            id,
+            VISIBILITY_TITLE,
+            format!("yes (via {n}){}", releases(n)),
+        )
+        .data(data),
         (Some(n), Some(u)) => Check::pass(
             id,
             VISIBILITY_TITLE,
-            format!("yes (NCCL via {n}, UCX via {u})"),
+            format!(
+                "yes (NCCL via {n}{}, UCX via {u}{})",
+                releases(n),
+                releases(u)
+            ),
         )
         .data(data),
         (Some(n), None) => Check::warn(
@@ -404,8 +423,9 @@ pub fn gpudirect_visibility(r: &SysRoot) -> Check {
     }
 }
 
-/// How to become visible: the module under NVIDIA's name, which NCCL and
-/// UCX find on every core and kernel.
+/// How to become visible: the module under NVIDIA's name, which NCCL (from
+/// 2.23.4) and UCX (from 1.18.0) find on every core and kernel; older
+/// releases see only nv_mem in the memory_peers tree (doctor/libraries.rs).
 const VISIBILITY_FIX: &str = "install the default package (module nvidia_peermem: nvidia-peermem-rs-dropin-dkms, or make dkms-install) and modprobe nvidia-peermem; nvidia_peermem_rs is seen only where /sys/kernel/mm/memory_peers exists";
 
 /// Core generation from `ofed_info -s` (`MLNX_OFED_LINUX-5.8-3.0.7.0:`,

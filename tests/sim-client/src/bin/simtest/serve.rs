@@ -18,11 +18,21 @@
 //! Request: a count, then each argument, as `u32` lengths (little endian)
 //! and bytes. Answer: the exit code (one byte), then stdout and stderr,
 //! each a `u32` length and bytes.
+//!
+//! A kernel Oops in a request's system call ends that thread alone, with
+//! no unwinding: its socket stays open in the server's file table and its
+//! client would wait for ever. A watchdog therefore answers for every
+//! request whose thread is gone or dead ([`DIED`], and why), within about
+//! [`WATCH_EVERY`], so the scenario fails at once, for that reason.
 
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::io::{self, Read, Write};
+use std::net::Shutdown;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::Duration;
 
 use crate::out;
 
@@ -70,8 +80,82 @@ fn read_request(r: &mut impl Read) -> io::Result<Vec<String>> {
         .collect()
 }
 
+/// The exit code of a request whose thread died before it answered.
+pub const DIED: u8 = 4;
+
+/// How often the watchdog looks at the requests' threads.
+const WATCH_EVERY: Duration = Duration::from_millis(250);
+
+/// The request word with which a test stands in for an Oops: its thread
+/// ends as an Oopsing one does, without unwinding or answering.
+pub const EXIT_THREAD: &str = "__exit-thread";
+
+/// A request being served: its thread, its command, a second handle on its
+/// socket for the watchdog to answer on.
+struct Pending {
+    tid: i64,
+    argv: Vec<String>,
+    stream: UnixStream,
+}
+
+/// The requests being served, by number.
+static PENDING: Mutex<BTreeMap<u64, Pending>> = Mutex::new(BTreeMap::new());
+
+fn pending() -> std::sync::MutexGuard<'static, BTreeMap<u64, Pending>> {
+    PENDING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// This thread's kernel task id.
+fn tid() -> i64 {
+    // SAFETY: gettid takes no argument and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) }
+}
+
+/// Whether task `tid` of this process still runs: a thread that died is
+/// gone from /proc/self/task, or a zombie or dead there.
+fn alive(tid: i64) -> bool {
+    match std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => !matches!(
+            stat.rsplit_once(") ")
+                .and_then(|(_, rest)| rest.chars().next()),
+            Some('Z' | 'X' | 'x')
+        ),
+    }
+}
+
+/// Answers, for each request whose thread died, that it did.
+fn watchdog() {
+    loop {
+        std::thread::sleep(WATCH_EVERY);
+        let dead: Vec<Pending> = {
+            let mut p = pending();
+            let ids: Vec<u64> = p
+                .iter()
+                .filter(|(_, r)| !alive(r.tid))
+                .map(|(id, _)| *id)
+                .collect();
+            ids.iter().filter_map(|id| p.remove(id)).collect()
+        };
+        for mut r in dead {
+            let why = format!(
+                "simtest serve: the thread serving `simtest {}` (task {}) died before answering: a kernel Oops in its system call ends it (see the kernel log)",
+                r.argv.join(" "),
+                r.tid
+            );
+            eprintln!("{why}");
+            let _ = r
+                .stream
+                .write_all(&[DIED])
+                .and_then(|()| write_bytes(&mut r.stream, b""))
+                .and_then(|()| write_bytes(&mut r.stream, format!("{why}\n").as_bytes()));
+            let _ = r.stream.shutdown(Shutdown::Both);
+        }
+    }
+}
+
 /// Runs one request: its command, its output captured, the answer sent.
-fn serve_one(mut stream: UnixStream) {
+fn serve_one(id: u64, mut stream: UnixStream) {
     let argv = match read_request(&mut stream) {
         Ok(argv) => argv,
         Err(e) => {
@@ -79,11 +163,30 @@ fn serve_one(mut stream: UnixStream) {
             return;
         }
     };
+    match stream.try_clone() {
+        Ok(watched) => {
+            pending().insert(
+                id,
+                Pending {
+                    tid: tid(),
+                    argv: argv.clone(),
+                    stream: watched,
+                },
+            );
+        }
+        Err(e) => eprintln!("simtest serve: {argv:?} goes unwatched: {e}"),
+    }
+    if argv.len() == 1 && argv[0] == EXIT_THREAD {
+        // SAFETY: ends this thread only, as an Oops does: nothing of it
+        // runs again, and what it holds (its socket) stays as it is.
+        unsafe { libc::syscall(libc::SYS_exit, 0) };
+    }
     let (code, captured) = out::capture(|| crate::run(&argv));
     let answer = stream
         .write_all(&[code])
         .and_then(|()| write_bytes(&mut stream, &captured.stdout))
         .and_then(|()| write_bytes(&mut stream, &captured.stderr));
+    pending().remove(&id);
     if let Err(e) = answer {
         eprintln!("simtest serve: answering {argv:?}: {e}");
     }
@@ -104,12 +207,16 @@ pub fn run(rest: &[String]) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    for conn in listener.incoming() {
+    if let Err(e) = std::thread::Builder::new().spawn(watchdog) {
+        eprintln!("simtest serve: no watchdog thread: {e}");
+        return ExitCode::from(1);
+    }
+    for (id, conn) in (0u64..).zip(listener.incoming()) {
         match conn {
             Ok(stream) => {
                 // Unnamed: the thread keeps the name "simtest", which the
                 // scenarios look for among tasks stuck in the kernel.
-                if let Err(e) = std::thread::Builder::new().spawn(move || serve_one(stream)) {
+                if let Err(e) = std::thread::Builder::new().spawn(move || serve_one(id, stream)) {
                     eprintln!("simtest serve: no thread for a request: {e}");
                 }
             }

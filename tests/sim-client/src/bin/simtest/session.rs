@@ -4,9 +4,11 @@
 //! The NVIDIA driver keeps GPU memory and the pins of
 //! `nvidia_p2p_get_pages` per process: only the process that allocated
 //! memory may pin or free it, a non-persistent unpin from another process
-//! finds nothing, and the owner's exit frees what it left. Every other
-//! `simtest` call is a process of its own, so a scenario that is about
-//! ownership drives one long-lived `simtest session` instead: it writes one
+//! finds nothing, and the owner's exit frees what it left. The other
+//! `simtest` calls of a suite all run in the guest's `simtest serve`
+//! process, which lives as long as the boot, so a scenario that is about
+//! an application's process ending, or about two applications, drives a
+//! `simtest session` of its own: it writes one
 //! command a line to the session's stdin and reads what the command prints,
 //! up to the line `end rc=N` (N is the exit code the command would have had
 //! on its own: 0 ok, 1 ioctl error or failed check, 2 usage, 3 mismatch).

@@ -440,11 +440,16 @@ pub fn run(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
     let start = Instant::now();
     let next_op = AtomicU64::new(0);
     let progress_every = (cfg.ops / 10).max(1);
+    // The workers' lines (unexpected errors, mismatches, progress) are the
+    // request's output, as the command's own are.
+    let sink = crate::out::sink();
     std::thread::scope(|s| {
         for t in 0..cfg.threads {
             let sh = &sh;
             let next_op = &next_op;
+            let sink = sink.clone();
             s.spawn(move || {
+                crate::out::attach(sink);
                 let mut rng = Rng::new(sh.cfg.seed, t);
                 loop {
                     let n = next_op.fetch_add(1, Ordering::Relaxed);
