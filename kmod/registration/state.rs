@@ -374,12 +374,6 @@ impl State {
         !self.live()
     }
 
-    /// Ends the operation in flight, whose pages stay with the driver
-    /// (a persistent pin of another process's).
-    pub(super) fn end_in_flight(&mut self) {
-        self.in_flight = None;
-    }
-
     /// Hands back pages unpinned from a process other than the one that
     /// pinned them, with their free callback armed: kept, left to their
     /// owner ([`Stage::LeftToOwner`]), unless an invalidation started.
