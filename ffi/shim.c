@@ -4,6 +4,7 @@
  * the Rust crate; nothing here is exported.
  */
 #include <linux/debugfs.h>
+#include <linux/delay.h>
 #include <linux/kobject.h>
 #include <linux/module.h>
 #include <linux/pci.h>
@@ -195,3 +196,45 @@ bool pm_shim_module_loaded(const char *name)
 	kobject_put(kobj);
 	return true;
 }
+
+#ifdef PEERMEM_TEST_DELAYS
+static const char * const pm_test_points[] = {
+	[PM_TEST_FREE_CALLBACK_TAIL] = "free_callback_tail",
+	[PM_TEST_ACQUIRE_MODULE_REF] = "acquire_module_ref",
+};
+
+static char pm_test_delay_point[32];
+module_param_string(test_delay, pm_test_delay_point,
+		    sizeof(pm_test_delay_point), 0644);
+MODULE_PARM_DESC(test_delay, "test build: the delay point armed for one pass");
+
+static unsigned int pm_test_delay_ms;
+module_param_named(test_delay_ms, pm_test_delay_ms, uint, 0644);
+MODULE_PARM_DESC(test_delay_ms, "test build: how long the armed point busy-waits");
+
+static DEFINE_SPINLOCK(pm_test_delay_lock);
+
+void pm_shim_test_delay(unsigned int point)
+{
+	unsigned int ms = 0;
+
+	if (point >= ARRAY_SIZE(pm_test_points) || !pm_test_points[point])
+		return;
+	/* One pass: the first thread through takes the point and disarms it. */
+	spin_lock(&pm_test_delay_lock);
+	if (!strcmp(pm_test_delay_point, pm_test_points[point])) {
+		ms = pm_test_delay_ms;
+		pm_test_delay_point[0] = '\0';
+	}
+	spin_unlock(&pm_test_delay_lock);
+	if (!ms)
+		return;
+	pr_info("test delay %s: %u ms\n", pm_test_points[point], ms);
+	mdelay(ms);
+	pr_info("test delay %s: done\n", pm_test_points[point]);
+}
+#else
+void pm_shim_test_delay(unsigned int point)
+{
+}
+#endif

@@ -123,6 +123,23 @@ void pm_shim_live_put_last(atomic_t *live);
 void pm_shim_live_wait_none(atomic_t *live);
 
 /*
+ * Delay points of the test build (Kbuild PEERMEM_TEST_DELAYS=1), for the VM
+ * scenarios that hold one of the module's own race windows open; the
+ * product has none (kmod/test_delay.rs calls nothing there). The module
+ * parameters test_delay (a point's name) and test_delay_ms arm one point
+ * for one pass: it says so in the kernel log and busy-waits, so a point
+ * may sit inside an RCU read-side section or under a spinlock.
+ */
+enum pm_test_point {
+	/* The free callback, after it dropped a reference that was not the last. */
+	PM_TEST_FREE_CALLBACK_TAIL = 1,
+	/* acquire, after it found the load not failing, before its module reference. */
+	PM_TEST_ACQUIRE_MODULE_REF = 2,
+};
+
+void pm_shim_test_delay(unsigned int point);
+
+/*
  * Whether a module named @name is loaded (or loading): its kobject in the
  * modules' kset, which THIS_MODULE (a macro) leads to, as /sys/module/@name.
  */

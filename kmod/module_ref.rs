@@ -35,6 +35,7 @@ impl ModuleRef {
         if DECLINING.load(Ordering::Relaxed) {
             return None;
         }
+        crate::test_delay::at(crate::test_delay::Point::AcquireModuleRef);
         // SAFETY: `THIS_MODULE` is this module, alive while its code runs.
         let got = unsafe { bindings::try_module_get(crate::THIS_MODULE.as_ptr()) };
         // INVARIANT: the reference was taken when `got`. The value is made

@@ -65,9 +65,12 @@ unsafe extern "C" fn free_callback<T: FreeCallback>(data: *mut c_void) {
     // grace period. The drop does not sleep: the callback has taken the
     // pages out (see `on_free`). A reference that is not the last (the
     // core still holds the registration) needs no section.
-    if let Some(last) = data.release_shared() {
-        let _rcu = RcuReadSection::enter();
-        drop(last);
+    match data.release_shared() {
+        Some(last) => {
+            let _rcu = RcuReadSection::enter();
+            drop(last);
+        }
+        None => crate::test_delay::at(crate::test_delay::Point::FreeCallbackTail),
     }
 }
 

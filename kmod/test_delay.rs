@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Delay points that hold the module's own race windows open, in the test
+//! build only (Kbuild `PEERMEM_TEST_DELAYS=1`): the VM's forced-window
+//! scenarios arm one through the test build's parameters (`ffi/shim.h`).
+//! In the product every point is an empty inline function.
+//!
+//! C header: `ffi/shim.h` (`pm_test_point`).
+
+/// A point where the test build can busy-wait.
+#[derive(Clone, Copy)]
+#[allow(dead_code)] // (the KUnit module has no acquire of the product's)
+pub(crate) enum Point {
+    /// The free callback, after it dropped a reference that was not the
+    /// last: another holder may now drop the last one, and with it the
+    /// module reference.
+    FreeCallbackTail,
+    /// acquire, after it saw the load not failing and before it took its
+    /// module reference.
+    AcquireModuleRef,
+}
+
+impl Point {
+    #[cfg(peermem_test_delays)]
+    fn raw(self) -> u32 {
+        match self {
+            Self::FreeCallbackTail => crate::sys::pm_test_point_PM_TEST_FREE_CALLBACK_TAIL,
+            Self::AcquireModuleRef => crate::sys::pm_test_point_PM_TEST_ACQUIRE_MODULE_REF,
+        }
+    }
+}
+
+/// Busy-waits at `point` if the test build armed it; nothing in the product.
+#[inline(always)]
+pub(crate) fn at(point: Point) {
+    #[cfg(peermem_test_delays)]
+    // SAFETY: FFI call; the shim only compares the point with the armed one
+    // and busy-waits, which is allowed wherever the points are.
+    unsafe {
+        crate::sys::pm_shim_test_delay(point.raw())
+    };
+    #[cfg(not(peermem_test_delays))]
+    let _ = point;
+}
