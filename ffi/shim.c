@@ -163,21 +163,21 @@ void pm_shim_free_wake(void)
 	wake_up_all(&pm_free_wq);
 }
 
-void pm_shim_live_put_last(atomic_t *live)
+void pm_shim_live_put_last(atomic_t *live, int count_mask)
 {
-	/* 0 only while the base is dropped: a waiter is there. */
-	if (atomic_dec_and_lock(live, &pm_live_lock)) {
+	/* The count reaches 0 only while the base is dropped: a waiter is there. */
+	spin_lock(&pm_live_lock);
+	if (!(atomic_dec_return(live) & count_mask))
 		wake_up_all(&pm_live_wq);
-		spin_unlock(&pm_live_lock);
-	}
+	spin_unlock(&pm_live_lock);
 }
 
-void pm_shim_live_wait_none(atomic_t *live)
+void pm_shim_live_wait_none(atomic_t *live, int count_mask)
 {
 	spin_lock(&pm_live_lock);
 	/* Without the base, the last put takes the lock and wakes us. */
 	atomic_dec(live);
-	wait_event_cmd(pm_live_wq, !atomic_read(live),
+	wait_event_cmd(pm_live_wq, !(atomic_read(live) & count_mask),
 		       spin_unlock(&pm_live_lock), spin_lock(&pm_live_lock));
 	atomic_inc(live);
 	spin_unlock(&pm_live_lock);

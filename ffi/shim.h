@@ -112,15 +112,15 @@ void pm_shim_free_wake(void);
 
 /*
  * Registrations alive: a failed init waits until none is left.
- * The count is Rust's (kmod/wait.rs), with a base of 1 that only the waiter
- * drops while it waits: Rust decrements it inline while that leaves it
- * above 0, and calls put_last for the decrement that may reach 0. It
- * reaches 0 only under a spinlock the waiter checks it under, so the
- * waiter cannot return (and the module go) before the last put has woken
- * it.
+ * The count is Rust's (kmod/wait.rs), the bits of @count_mask of @live
+ * (the others are flags), with a base of 1 that only the waiter drops
+ * while it waits: Rust decrements it inline while that leaves it above 0,
+ * and calls put_last for the decrement that may reach 0. It reaches 0 only
+ * under a spinlock the waiter checks it under, so the waiter cannot return
+ * (and the module go) before the last put has woken it.
  */
-void pm_shim_live_put_last(atomic_t *live);
-void pm_shim_live_wait_none(atomic_t *live);
+void pm_shim_live_put_last(atomic_t *live, int count_mask);
+void pm_shim_live_wait_none(atomic_t *live, int count_mask);
 
 /*
  * Delay points of the test build (Kbuild PEERMEM_TEST_DELAYS=1), for the VM
