@@ -29,6 +29,32 @@ impl Registration {
         self.state.lock().start_reading()
     }
 
+    /// The mapping is read: from now on a free callback does not wait for
+    /// this thread ([`Op::Building`]); one that was waiting is woken. A
+    /// persistent registration never started reading: nothing changes.
+    #[inline(always)]
+    pub(super) fn end_reading(&self) {
+        if self.kind == PinKind::Persistent {
+            return;
+        }
+        if self.state.lock().end_reading() {
+            crate::wait::wake_free_waiters();
+        }
+    }
+
+    /// Back to a phase a free callback waits for, to unmap after a
+    /// refusal from [`Op::Building`] (see [`State::start_unmapping`]):
+    /// false if an invalidation started meanwhile.
+    ///
+    /// [`State::start_unmapping`]: super::state::State::start_unmapping
+    #[inline(always)]
+    pub(super) fn start_unmapping(&self) -> bool {
+        if self.kind == PinKind::Persistent {
+            return true;
+        }
+        self.state.lock().start_unmapping()
+    }
+
     /// Ends an in-flight operation that holds `pinned` (and, for dma_map, the
     /// new SG table `sg`): keeps them, unless an invalidation started
     /// meanwhile. Then the SG table is freed, and so are the pinned pages if
