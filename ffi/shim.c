@@ -121,6 +121,11 @@ bool pm_shim_core_has_private_data(void)
 	return ib_get_peer_private_data;
 }
 
+bool pm_shim_core_has_peer_client(void)
+{
+	return ib_get_peer_client;
+}
+
 bool pm_shim_core_has_activate_notifier(void)
 {
 	return ib_umem_activate_invalidation_notifier;

@@ -65,11 +65,12 @@ int pm_shim_p2p_unpin_persistent(u64 virtual_address,
  * Which optional symbols the PeerDirect core exports, the sign of its
  * generation (weak references, resolved when this module loads; the core
  * is loaded before, since ib_register_peer_memory_client is a hard one):
- * ib_get_peer_private_data (MLNX_OFED 4.1 .. 5.0),
- * ib_umem_activate_invalidation_notifier (every MLNX_OFED from 4.0) and
- * ib_umem_stop_invalidation_notifier (5.4-3.0.3.0 and later).
+ * ib_get_peer_private_data (MLNX_OFED 4.1 .. 5.0), ib_get_peer_client
+ * (4.0 .. 5.0), ib_umem_activate_invalidation_notifier (every MLNX_OFED
+ * from 4.0) and ib_umem_stop_invalidation_notifier (5.4-3.0.3.0 and later).
  */
 bool pm_shim_core_has_private_data(void);
+bool pm_shim_core_has_peer_client(void);
 #ifdef PM_SHIM_CORE_EXPORTS
 /*
  * Those symbols, for shim.c only. Their addresses are read, never called,
@@ -77,6 +78,7 @@ bool pm_shim_core_has_private_data(void);
  * private types and differ across releases.
  */
 extern const char ib_get_peer_private_data[] __weak;
+extern const char ib_get_peer_client[] __weak;
 extern const char ib_umem_activate_invalidation_notifier[] __weak;
 extern const char ib_umem_stop_invalidation_notifier[] __weak;
 #endif

@@ -4,7 +4,7 @@
 //! dma_unmap, put_pages, get_page_size and release.
 
 use super::state::Op;
-use super::{registry, CoreRef, PinKind, Pinned, Registration};
+use super::{in_core_mark, registry, CoreRef, PinKind, Pinned, Registration, IN_CORE_WAITED};
 use crate::core_client::INVALIDATION;
 use crate::p2p::PciDevice;
 use crate::range::{GpuRange, GPU_PAGE_SIZE};
@@ -231,7 +231,7 @@ impl Registration {
             let (sg, leftover) = st.release();
             // A free callback that set this did so under this lock, and
             // none sets it after (the stage is no longer `GotPages`).
-            let in_core = this.in_core.load(Ordering::Relaxed) != 0;
+            let in_core = this.in_core.load(Ordering::Relaxed);
             (sg, leftover, in_core)
         };
         drop(sg);
@@ -239,8 +239,15 @@ impl Registration {
             // The core did not unpin (or unpinning failed before): do it now.
             this.unpin_in_flight(pinned);
         }
-        if in_core && INVALIDATION.release_waits_for_invalidation() {
-            this.wait_out_of_core();
+        if in_core != 0 && INVALIDATION.release_waits_for_invalidation() {
+            if in_core & !IN_CORE_WAITED == in_core_mark() {
+                // The core releases from inside the invalidation, on the
+                // callback's own task: that callback cannot come out before
+                // this returns.
+                this.released_inside_own_callback();
+            } else {
+                this.wait_out_of_core(in_core);
+            }
         }
     }
 }
