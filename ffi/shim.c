@@ -6,11 +6,13 @@
 #include <linux/debugfs.h>
 #include <linux/delay.h>
 #include <linux/kobject.h>
+#include <linux/lockdep.h>
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/rcupdate.h>
 #include <linux/scatterlist.h>
 #include <linux/sched.h>
+#include <linux/sched/mm.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
 #include <nvidia/nv-p2p.h>
@@ -238,8 +240,48 @@ void pm_shim_test_delay(unsigned int point)
 	mdelay(ms);
 	pr_info("test delay %s: done\n", pm_test_points[point]);
 }
+
+#ifdef CONFIG_LOCKDEP
+static struct lock_class_key pm_test_reading_key;
+static struct lockdep_map pm_test_reading_map =
+	STATIC_LOCKDEP_MAP_INIT("nvidia_peermem_rs:reading", &pm_test_reading_key);
+static bool pm_test_reading_primed;
+
+void pm_shim_test_reading_begin(void)
+{
+	if (!READ_ONCE(pm_test_reading_primed)) {
+		fs_reclaim_acquire(GFP_KERNEL);
+		lock_map_acquire(&pm_test_reading_map);
+		lock_map_release(&pm_test_reading_map);
+		fs_reclaim_release(GFP_KERNEL);
+		WRITE_ONCE(pm_test_reading_primed, true);
+	}
+	lock_map_acquire(&pm_test_reading_map);
+}
+
+void pm_shim_test_reading_end(void)
+{
+	lock_map_release(&pm_test_reading_map);
+}
+#else
+void pm_shim_test_reading_begin(void)
+{
+}
+
+void pm_shim_test_reading_end(void)
+{
+}
+#endif
 #else
 void pm_shim_test_delay(unsigned int point)
+{
+}
+
+void pm_shim_test_reading_begin(void)
+{
+}
+
+void pm_shim_test_reading_end(void)
 {
 }
 #endif

@@ -142,6 +142,17 @@ enum pm_test_point {
 void pm_shim_test_delay(unsigned int point);
 
 /*
+ * The test build's witness of dma_map's reading phase, the one a free
+ * callback waits for while it holds the driver lock: a lock that lockdep
+ * sees held from begin to end, and ordered once after memory reclaim
+ * (reclaim may wait for the driver lock, which a callback holds while it
+ * waits for the reader). An allocation that may reclaim inside the phase
+ * is then a circular dependency lockdep reports. Nothing in the product.
+ */
+void pm_shim_test_reading_begin(void);
+void pm_shim_test_reading_end(void);
+
+/*
  * Whether a module named @name is loaded (or loading): its kobject in the
  * modules' kset, which THIS_MODULE (a macro) leads to, as /sys/module/@name.
  */

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Delay points that hold the module's own race windows open, in the test
-//! build only (Kbuild `PEERMEM_TEST_DELAYS=1`): the VM's forced-window
-//! scenarios arm one through the test build's parameters (`ffi/shim.h`).
-//! In the product every point is an empty inline function.
+//! Delay points that hold the module's own race windows open, and a
+//! lockdep witness of a phase that must not allocate, in the test build
+//! only (Kbuild `PEERMEM_TEST_DELAYS=1`): the VM's forced-window scenarios
+//! arm a point through the test build's parameters (`ffi/shim.h`). In the
+//! product every point is an empty inline function.
 //!
 //! C header: `ffi/shim.h` (`pm_test_point`).
 
@@ -41,4 +42,35 @@ pub(crate) fn at(point: Point) {
     };
     #[cfg(not(peermem_test_delays))]
     let _ = point;
+}
+
+/// dma_map's reading phase, the one a free callback waits for while it
+/// holds the driver lock, as a lock lockdep sees in the test build (see
+/// `pm_shim_test_reading_begin`): an allocation that may reclaim while
+/// one lives is reported as a circular dependency. Nothing in the product.
+pub(crate) struct ReadingPhase(());
+
+impl ReadingPhase {
+    /// The phase begins; it ends when the value is dropped, on this task.
+    #[inline(always)]
+    pub(crate) fn begin() -> Self {
+        #[cfg(peermem_test_delays)]
+        // SAFETY: FFI call; lockdep bookkeeping only, paired with the end
+        // in `drop` on this task.
+        unsafe {
+            crate::sys::pm_shim_test_reading_begin()
+        };
+        Self(())
+    }
+}
+
+impl Drop for ReadingPhase {
+    #[inline(always)]
+    fn drop(&mut self) {
+        #[cfg(peermem_test_delays)]
+        // SAFETY: FFI call; ends the phase `begin` began on this task.
+        unsafe {
+            crate::sys::pm_shim_test_reading_end()
+        };
+    }
 }

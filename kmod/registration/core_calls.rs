@@ -108,6 +108,7 @@ impl Registration {
             self.finish_in_flight(pinned, None);
             return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
         }
+        let reading = crate::test_delay::ReadingPhase::begin();
         let read = mapped
             .and_then(|()| pinned.dma_addresses())
             .and_then(|addresses| match scratch {
@@ -127,6 +128,7 @@ impl Registration {
         let sg = match read {
             Ok(Read::Built(sg)) => Ok(sg),
             Ok(Read::Copied(copy)) => {
+                drop(reading);
                 self.end_reading();
                 let built = SgTable::build(SgPlan::new(&copy, GPU_PAGE_SIZE, true))
                     .map_err(|e| Failure::new(ErrorKind::SgTable, e));
