@@ -11,8 +11,8 @@ use crate::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::sg::{SgPlan, SgTable};
 use crate::stats::{self, ErrorKind, Failure, STATS};
 use core::sync::atomic::Ordering;
-use kernel::sync::ArcBorrow;
 use kernel::alloc::KVVec;
+use kernel::sync::ArcBorrow;
 use kernel::{bindings, prelude::*};
 
 impl Registration {
@@ -95,9 +95,7 @@ impl Registration {
                     .map_err(|_| Failure::new(ErrorKind::NoMemory, ENOMEM))?,
             )
         } else {
-            Scratch::Table(
-                SgTable::alloc(pages).map_err(|e| Failure::new(ErrorKind::SgTable, e))?,
-            )
+            Scratch::Table(SgTable::alloc(pages).map_err(|e| Failure::new(ErrorKind::SgTable, e))?)
         };
         let mut pinned = self.state.lock().take_for_mapping()?;
 
@@ -109,22 +107,23 @@ impl Registration {
             return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
         }
         let reading = crate::test_delay::ReadingPhase::begin();
-        let read = mapped
-            .and_then(|()| pinned.dma_addresses())
-            .and_then(|addresses| match scratch {
-                Scratch::Table(table) => table
-                    .fill(SgPlan::new(addresses, GPU_PAGE_SIZE, false))
-                    .map(Read::Built)
-                    .map_err(|e| Failure::new(ErrorKind::SgTable, e)),
-                Scratch::Addresses(mut copy) => {
-                    // `dma_addresses` checked one address a GPU page.
-                    if copy.len() != addresses.len() {
-                        return Err(Failure::new(ErrorKind::DmaMappingVersion, EINVAL));
+        let read =
+            mapped
+                .and_then(|()| pinned.dma_addresses())
+                .and_then(|addresses| match scratch {
+                    Scratch::Table(table) => table
+                        .fill(SgPlan::new(addresses, GPU_PAGE_SIZE, false))
+                        .map(Read::Built)
+                        .map_err(|e| Failure::new(ErrorKind::SgTable, e)),
+                    Scratch::Addresses(mut copy) => {
+                        // `dma_addresses` checked one address a GPU page.
+                        if copy.len() != addresses.len() {
+                            return Err(Failure::new(ErrorKind::DmaMappingVersion, EINVAL));
+                        }
+                        copy.copy_from_slice(addresses);
+                        Ok(Read::Copied(copy))
                     }
-                    copy.copy_from_slice(addresses);
-                    Ok(Read::Copied(copy))
-                }
-            });
+                });
         let sg = match read {
             Ok(Read::Built(sg)) => Ok(sg),
             Ok(Read::Copied(copy)) => {

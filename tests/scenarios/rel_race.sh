@@ -26,8 +26,9 @@ rounds=${rel_arg_rounds:-6}
 case "$window,$variant" in
 callback_tail_unload,* | load_fails_live,declining | reading_allocates,*)
 	[ "$client" = rs ] || fail "window=$window variant=$variant holds our module's own window: client=rs only"
-	[ -f /fixtures/test-delays/$REL_MOD.ko ] ||
+	[ -f "/fixtures/test-delays/$REL_MOD.ko" ] ||
 		fail "window=$window variant=$variant needs the module's test build (/fixtures/test-delays, tests/build-all.sh)"
+	# shellcheck disable=SC2034 # read by lib.sh mod_path
 	PM_TEST_BUILD=1
 	;;
 esac
