@@ -10,7 +10,6 @@
 
 /// A point where the test build can busy-wait.
 #[derive(Clone, Copy)]
-#[allow(dead_code)] // (the KUnit module has no acquire of the product's)
 pub(crate) enum Point {
     /// The free callback, after it dropped a reference that was not the
     /// last: another holder may now drop the last one, and with it the

@@ -105,6 +105,7 @@ pub(crate) fn decline() -> u32 {
 }
 
 /// Registrations alive right now (not while [`wait_none_alive`] waits).
+#[allow(dead_code)] // (the KUnit module's only)
 pub(crate) fn alive() -> u32 {
     // Less the base.
     u32::try_from((LIVE.load(Ordering::Relaxed) & COUNT).saturating_sub(1)).unwrap_or(0)

@@ -77,11 +77,6 @@ impl<T: FreeCallback> Pinned<T> {
         self.page_table.owner()
     }
 
-    /// Whether the pages were pinned with a free callback.
-    pub(crate) fn has_free_callback(&self) -> bool {
-        self.page_table.callback.is_some()
-    }
-
     /// Maps the pages for `peer`: the provider call only, nothing of the
     /// mapping is read (see [`Pinned::dma_addresses`]). The mapping stays in
     /// `self`.
