@@ -35,9 +35,11 @@ pub(super) enum Op {
     Pinning,
     /// Inside the provider's dma_map_pages (takes the driver lock).
     Mapping,
-    /// Out of dma_map_pages, reading the new mapping and building the SG
-    /// table (and unmapping it again on a refusal). acquire reads its new
-    /// page table under the lock instead ([`State::end_pinning`]).
+    /// Out of dma_map_pages, reading the new mapping into what was
+    /// allocated before the call (the SG table, or room for the DMA
+    /// addresses when coalescing), and unmapping it again on a refusal;
+    /// nothing is allocated here. acquire reads its new page table under
+    /// the lock instead ([`State::end_pinning`]).
     Reading,
     /// Out of dma_map_pages, the DMA addresses copied out: building the
     /// coalesced SG table from that copy (an allocation), reading nothing
