@@ -135,7 +135,7 @@ void pm_shim_live_wait_none(atomic_t *live, int count_mask);
 enum pm_test_point {
 	/* The free callback, after it dropped a reference that was not the last. */
 	PM_TEST_FREE_CALLBACK_TAIL = 1,
-	/* acquire, after it found the load not failing, before its module reference. */
+	/* acquire, between its look at a failed load's decline and its module reference. */
 	PM_TEST_ACQUIRE_MODULE_REF = 2,
 };
 

@@ -15,8 +15,8 @@ pub(crate) enum Point {
     /// last: another holder may now drop the last one, and with it the
     /// module reference.
     FreeCallbackTail,
-    /// acquire, after it saw the load not failing and before it took its
-    /// module reference.
+    /// acquire, between its look at whether a failed load declines new
+    /// registrations and its module reference.
     AcquireModuleRef,
 }
 
