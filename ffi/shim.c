@@ -229,7 +229,7 @@ void pm_shim_test_delay(unsigned int point)
 		return;
 	/* One pass: the first thread through takes the point and disarms it. */
 	spin_lock(&pm_test_delay_lock);
-	if (!strcmp(pm_test_delay_point, pm_test_points[point])) {
+	if (sysfs_streq(pm_test_delay_point, pm_test_points[point])) {
 		ms = pm_test_delay_ms;
 		pm_test_delay_point[0] = '\0';
 	}
