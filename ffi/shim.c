@@ -56,6 +56,11 @@ pid_t pm_shim_current_tgid(void)
 	return current->tgid;
 }
 
+pid_t pm_shim_current_pid(void)
+{
+	return current->pid;
+}
+
 void pm_shim_rcu_read_lock(void)
 {
 	rcu_read_lock();

@@ -91,6 +91,9 @@ bool pm_shim_core_has_stop_notifier(void);
  */
 pid_t pm_shim_current_tgid(void);
 
+/* The calling task's own id (current->pid): which thread, not which process. */
+pid_t pm_shim_current_pid(void);
+
 /*
  * An RCU read-side critical section around the last thing a free callback
  * does. The kernel frees a module's text only after a grace period, which

@@ -168,7 +168,7 @@ const IN_CORE_WAITED: u32 = 1;
 /// (positive, at most `PID_MAX_LIMIT`, 2^22), shifted past
 /// [`IN_CORE_WAITED`]; never 0 in process context.
 fn in_core_mark() -> u32 {
-    u32::try_from(kernel::current!().pid()).unwrap_or(0) << 1
+    crate::wait::current_task_id() << 1
 }
 
 // The registry's list holds registrations: one list, so one `ListArc`

@@ -33,6 +33,15 @@ pub(crate) fn free_wait<F: FnMut() -> bool>(mut done: F) {
     unsafe { sys::pm_shim_free_wait(Some(look::<F>), (&raw mut done).cast()) };
 }
 
+/// The calling task's id (its thread id, positive, at most
+/// `PID_MAX_LIMIT`, 2^22): a waiter tells by it whether the thread it
+/// would wait for is itself.
+pub(crate) fn current_task_id() -> u32 {
+    // SAFETY: FFI call without arguments, from process context.
+    let pid = unsafe { sys::pm_shim_current_pid() };
+    u32::try_from(pid).unwrap_or(0)
+}
+
 /// Wakes every free callback sleeping in [`free_wait`]: each runs its
 /// `done` again.
 pub(crate) fn wake_free_waiters() {
