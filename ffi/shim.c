@@ -4,12 +4,15 @@
  * the Rust crate; nothing here is exported.
  */
 #include <linux/debugfs.h>
+#include <linux/delay.h>
 #include <linux/kobject.h>
+#include <linux/lockdep.h>
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/rcupdate.h>
 #include <linux/scatterlist.h>
 #include <linux/sched.h>
+#include <linux/sched/mm.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
 #include <nvidia/nv-p2p.h>
@@ -51,6 +54,11 @@ struct dentry *pm_shim_debugfs_create_file(const char *name, umode_t mode,
 pid_t pm_shim_current_tgid(void)
 {
 	return current->tgid;
+}
+
+pid_t pm_shim_current_pid(void)
+{
+	return current->pid;
 }
 
 void pm_shim_rcu_read_lock(void)
@@ -120,6 +128,11 @@ bool pm_shim_core_has_private_data(void)
 	return ib_get_peer_private_data;
 }
 
+bool pm_shim_core_has_peer_client(void)
+{
+	return ib_get_peer_client;
+}
+
 bool pm_shim_core_has_activate_notifier(void)
 {
 	return ib_umem_activate_invalidation_notifier;
@@ -162,21 +175,21 @@ void pm_shim_free_wake(void)
 	wake_up_all(&pm_free_wq);
 }
 
-void pm_shim_live_put_last(atomic_t *live)
+void pm_shim_live_put_last(atomic_t *live, int count_mask)
 {
-	/* 0 only while the base is dropped: a waiter is there. */
-	if (atomic_dec_and_lock(live, &pm_live_lock)) {
+	/* The count reaches 0 only while the base is dropped: a waiter is there. */
+	spin_lock(&pm_live_lock);
+	if (!(atomic_dec_return(live) & count_mask))
 		wake_up_all(&pm_live_wq);
-		spin_unlock(&pm_live_lock);
-	}
+	spin_unlock(&pm_live_lock);
 }
 
-void pm_shim_live_wait_none(atomic_t *live)
+void pm_shim_live_wait_none(atomic_t *live, int count_mask)
 {
 	spin_lock(&pm_live_lock);
 	/* Without the base, the last put takes the lock and wakes us. */
 	atomic_dec(live);
-	wait_event_cmd(pm_live_wq, !atomic_read(live),
+	wait_event_cmd(pm_live_wq, !(atomic_read(live) & count_mask),
 		       spin_unlock(&pm_live_lock), spin_lock(&pm_live_lock));
 	atomic_inc(live);
 	spin_unlock(&pm_live_lock);
@@ -195,3 +208,85 @@ bool pm_shim_module_loaded(const char *name)
 	kobject_put(kobj);
 	return true;
 }
+
+#ifdef PEERMEM_TEST_DELAYS
+static const char * const pm_test_points[] = {
+	[PM_TEST_FREE_CALLBACK_TAIL] = "free_callback_tail",
+	[PM_TEST_ACQUIRE_MODULE_REF] = "acquire_module_ref",
+};
+
+static char pm_test_delay_point[32];
+module_param_string(test_delay, pm_test_delay_point,
+		    sizeof(pm_test_delay_point), 0644);
+MODULE_PARM_DESC(test_delay, "test build: the delay point armed for one pass");
+
+static unsigned int pm_test_delay_ms;
+module_param_named(test_delay_ms, pm_test_delay_ms, uint, 0644);
+MODULE_PARM_DESC(test_delay_ms, "test build: how long the armed point busy-waits");
+
+static DEFINE_SPINLOCK(pm_test_delay_lock);
+
+void pm_shim_test_delay(unsigned int point)
+{
+	unsigned int ms = 0;
+
+	if (point >= ARRAY_SIZE(pm_test_points) || !pm_test_points[point])
+		return;
+	/* One pass: the first thread through takes the point and disarms it. */
+	spin_lock(&pm_test_delay_lock);
+	if (sysfs_streq(pm_test_delay_point, pm_test_points[point])) {
+		ms = pm_test_delay_ms;
+		pm_test_delay_point[0] = '\0';
+	}
+	spin_unlock(&pm_test_delay_lock);
+	if (!ms)
+		return;
+	pr_info("test delay %s: %u ms\n", pm_test_points[point], ms);
+	mdelay(ms);
+	pr_info("test delay %s: done\n", pm_test_points[point]);
+}
+
+#ifdef CONFIG_LOCKDEP
+static struct lock_class_key pm_test_reading_key;
+static struct lockdep_map pm_test_reading_map =
+	STATIC_LOCKDEP_MAP_INIT("nvidia_peermem_rs:reading", &pm_test_reading_key);
+static bool pm_test_reading_primed;
+
+void pm_shim_test_reading_begin(void)
+{
+	if (!READ_ONCE(pm_test_reading_primed)) {
+		fs_reclaim_acquire(GFP_KERNEL);
+		lock_map_acquire(&pm_test_reading_map);
+		lock_map_release(&pm_test_reading_map);
+		fs_reclaim_release(GFP_KERNEL);
+		WRITE_ONCE(pm_test_reading_primed, true);
+	}
+	lock_map_acquire(&pm_test_reading_map);
+}
+
+void pm_shim_test_reading_end(void)
+{
+	lock_map_release(&pm_test_reading_map);
+}
+#else
+void pm_shim_test_reading_begin(void)
+{
+}
+
+void pm_shim_test_reading_end(void)
+{
+}
+#endif
+#else
+void pm_shim_test_delay(unsigned int point)
+{
+}
+
+void pm_shim_test_reading_begin(void)
+{
+}
+
+void pm_shim_test_reading_end(void)
+{
+}
+#endif

@@ -65,11 +65,12 @@ int pm_shim_p2p_unpin_persistent(u64 virtual_address,
  * Which optional symbols the PeerDirect core exports, the sign of its
  * generation (weak references, resolved when this module loads; the core
  * is loaded before, since ib_register_peer_memory_client is a hard one):
- * ib_get_peer_private_data (MLNX_OFED 4.1 .. 5.0),
- * ib_umem_activate_invalidation_notifier (every MLNX_OFED from 4.0) and
- * ib_umem_stop_invalidation_notifier (5.4-3.0.3.0 and later).
+ * ib_get_peer_private_data (MLNX_OFED 4.1 .. 5.0), ib_get_peer_client
+ * (4.0 .. 5.0), ib_umem_activate_invalidation_notifier (every MLNX_OFED
+ * from 4.0) and ib_umem_stop_invalidation_notifier (5.4-3.0.3.0 and later).
  */
 bool pm_shim_core_has_private_data(void);
+bool pm_shim_core_has_peer_client(void);
 #ifdef PM_SHIM_CORE_EXPORTS
 /*
  * Those symbols, for shim.c only. Their addresses are read, never called,
@@ -77,6 +78,7 @@ bool pm_shim_core_has_private_data(void);
  * private types and differ across releases.
  */
 extern const char ib_get_peer_private_data[] __weak;
+extern const char ib_get_peer_client[] __weak;
 extern const char ib_umem_activate_invalidation_notifier[] __weak;
 extern const char ib_umem_stop_invalidation_notifier[] __weak;
 #endif
@@ -88,6 +90,9 @@ bool pm_shim_core_has_stop_notifier(void);
  * (current->tgid): it keeps the pins of nvidia_p2p_get_pages() per process.
  */
 pid_t pm_shim_current_tgid(void);
+
+/* The calling task's own id (current->pid): which thread, not which process. */
+pid_t pm_shim_current_pid(void);
 
 /*
  * An RCU read-side critical section around the last thing a free callback
@@ -112,15 +117,43 @@ void pm_shim_free_wake(void);
 
 /*
  * Registrations alive: a failed init waits until none is left.
- * The count is Rust's (kmod/wait.rs), with a base of 1 that only the waiter
- * drops while it waits: Rust decrements it inline while that leaves it
- * above 0, and calls put_last for the decrement that may reach 0. It
- * reaches 0 only under a spinlock the waiter checks it under, so the
- * waiter cannot return (and the module go) before the last put has woken
- * it.
+ * The count is Rust's (kmod/wait.rs), the bits of @count_mask of @live
+ * (the others are flags), with a base of 1 that only the waiter drops
+ * while it waits: Rust decrements it inline while that leaves it above 0,
+ * and calls put_last for the decrement that may reach 0. It reaches 0 only
+ * under a spinlock the waiter checks it under, so the waiter cannot return
+ * (and the module go) before the last put has woken it.
  */
-void pm_shim_live_put_last(atomic_t *live);
-void pm_shim_live_wait_none(atomic_t *live);
+void pm_shim_live_put_last(atomic_t *live, int count_mask);
+void pm_shim_live_wait_none(atomic_t *live, int count_mask);
+
+/*
+ * Delay points of the test build (Kbuild PEERMEM_TEST_DELAYS=1), for the VM
+ * scenarios that hold one of the module's own race windows open; the
+ * product has none (kmod/test_delay.rs calls nothing there). The module
+ * parameters test_delay (a point's name) and test_delay_ms arm one point
+ * for one pass: it says so in the kernel log and busy-waits, so a point
+ * may sit inside an RCU read-side section or under a spinlock.
+ */
+enum pm_test_point {
+	/* The free callback, after it dropped a reference that was not the last. */
+	PM_TEST_FREE_CALLBACK_TAIL = 1,
+	/* acquire, between its look at a failed load's decline and its module reference. */
+	PM_TEST_ACQUIRE_MODULE_REF = 2,
+};
+
+void pm_shim_test_delay(unsigned int point);
+
+/*
+ * The test build's witness of dma_map's reading phase, the one a free
+ * callback waits for while it holds the driver lock: a lock that lockdep
+ * sees held from begin to end, and ordered once after memory reclaim
+ * (reclaim may wait for the driver lock, which a callback holds while it
+ * waits for the reader). An allocation that may reclaim inside the phase
+ * is then a circular dependency lockdep reports. Nothing in the product.
+ */
+void pm_shim_test_reading_begin(void);
+void pm_shim_test_reading_end(void);
 
 /*
  * Whether a module named @name is loaded (or loading): its kobject in the

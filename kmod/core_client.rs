@@ -43,18 +43,30 @@ impl InvalidationSlot {
     }
 
     /// Whether release must not return while a free callback of the same
-    /// registration is inside the core's invalidate. A core that takes the
-    /// extended client (MLNX_OFED 5.4-3 and later) finds the registration
-    /// by its ticket in invalidate, waits for the registration's mapping
-    /// lock, then reads the registration's pointer to the client, which its
-    /// release path clears as soon as the client's release returned: an
-    /// invalidation that found the ticket before the release and takes the
-    /// lock after it dereferences NULL. That core calls release outside the
-    /// mapping lock, so release can wait. A legacy core calls release from
-    /// inside the invalidation itself, on the callback's own thread, where
-    /// a wait would never end: the legacy ABI does not wait.
+    /// registration is inside the core's invalidate: decided by the core's
+    /// generation, whichever client table was registered. A core with the
+    /// stop notifier (MLNX_OFED 5.4-3 and later, the 5.1-2.5.8.0.60 hotfix)
+    /// finds the registration by its ticket in invalidate, waits for the
+    /// registration's mapping lock, then reads the registration's pointer
+    /// to the client, which its release path clears as soon as the client's
+    /// release returned: an invalidation that found the ticket before the
+    /// release and takes the lock after it dereferences NULL, with the
+    /// plain table as with the extended one. That core calls release
+    /// outside the mapping lock, so release can wait. MLNX_OFED 5.1 ..
+    /// 5.4-2 read the client only while the MR is mapped: no wait needed.
+    /// The legacy cores (4.0 .. 5.0) call release from inside the
+    /// invalidation itself, on the callback's own task, where a wait would
+    /// never end; a core this module does not know gets no wait either.
+    /// Release never waits on the callback's own task in any case.
     pub(crate) fn release_waits_for_invalidation(&self) -> bool {
         self.release_waits.load(Ordering::Relaxed)
+    }
+
+    /// Makes release wait as on a core with the stop notifier, which the
+    /// KUnit module's mock core does not export.
+    #[allow(dead_code)] // (the KUnit module's only)
+    pub(crate) fn set_release_waits_for_invalidation(&self, waits: bool) {
+        self.release_waits.store(waits, Ordering::Relaxed);
     }
 
     /// Whether the client is registered with the core.
@@ -158,8 +170,10 @@ impl CoreRegistration {
                 return Err(EINVAL); // `this` unregisters.
             };
             slot.invalidate.store(f as usize, Ordering::Relaxed);
-            slot.release_waits
-                .store(table.ex().ex_size != 0, Ordering::Relaxed);
+            slot.release_waits.store(
+                CoreGeneration::detect() == CoreGeneration::StopNotifier,
+                Ordering::Relaxed,
+            );
             slot.handle.store(handle.as_ptr(), Ordering::Release);
             this.slot = Some(slot);
         }

@@ -6,20 +6,7 @@
 //! module go) while one is alive ([`crate::wait::wait_none_alive`]): the
 //! loader does not wait for module references.
 
-use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::bindings;
-
-/// Set when the load failed: no new registration may start while the
-/// failed init waits for those alive (see [`decline_new`]).
-static DECLINING: AtomicBool = AtomicBool::new(false);
-
-/// From now on [`ModuleRef::try_get`] fails, as for a module being
-/// unloaded: acquire answers "not mine". A failed init calls it before it
-/// waits for the registrations alive, so that the wait ends.
-#[allow(dead_code)] // (the KUnit module has no load to fail)
-pub(crate) fn decline_new() {
-    DECLINING.store(true, Ordering::Relaxed);
-}
 
 /// One reference on this module, dropped with the value.
 ///
@@ -30,21 +17,26 @@ pub(crate) fn decline_new() {
 pub(crate) struct ModuleRef(());
 
 impl ModuleRef {
-    /// Takes a reference, unless the module is being unloaded.
+    /// Takes a reference, unless the module is being unloaded or its load
+    /// failed.
     pub(crate) fn try_get() -> Option<Self> {
-        if DECLINING.load(Ordering::Relaxed) {
+        // Counted first, in one step with a failed load's decline: that
+        // load then waits for this registration, or this acquire declines.
+        if !crate::wait::alive_get() {
             return None;
         }
+        crate::test_delay::at(crate::test_delay::Point::AcquireModuleRef);
         // SAFETY: `THIS_MODULE` is this module, alive while its code runs.
         let got = unsafe { bindings::try_module_get(crate::THIS_MODULE.as_ptr()) };
-        // INVARIANT: the reference was taken when `got`. The value is made
-        // only then: `got.then_some(Self(()))` would build it first and,
-        // when `got` is false, drop it, putting a reference never taken
-        // (a module_put underflow, while the module is going).
+        // INVARIANT: the reference was taken when `got`, and counted above.
+        // The value is made only then: `got.then_some(Self(()))` would build
+        // it first and, when `got` is false, drop it, putting a reference
+        // never taken (a module_put underflow, while the module is going).
         if got {
-            crate::wait::alive_get();
             Some(Self(()))
         } else {
+            // SAFETY: counted by the `alive_get` above, which returned true.
+            unsafe { crate::wait::alive_put() };
             None
         }
     }

@@ -28,6 +28,7 @@ mod registration;
 mod sg;
 mod stats;
 mod sys;
+mod test_delay;
 mod wait;
 
 use kernel::prelude::*;
@@ -87,18 +88,23 @@ fn register_clients(
 /// whatever the module references. So no new registration starts, and the
 /// clients are unregistered only once none is alive: a free callback still
 /// on its way to the core's invalidate keeps a registration alive, and the
-/// core frees a client's handle once unregistering it returns.
+/// core frees a client's handle once unregistering it returns. The decline
+/// and the count are one atomic step, and the wait is made whatever the
+/// count said: an acquire counts its registration before it takes the
+/// module reference, so none can start unseen. The wait is uninterruptible
+/// and unbounded (insmod stays in D state meanwhile): the module text must
+/// outlive every registration, and one whose pages are left to the process
+/// that pinned them lives until that process frees the memory or exits.
 fn unwind_failed_load(e: Error, clients: KVec<core_client::CoreRegistration>) -> Error {
-    module_ref::decline_new();
-    let alive = wait::alive();
+    let alive = wait::decline();
     if alive != 0 {
         pr_warn!(
-            "the load failed ({:?}): waiting for {} registrations still alive (deregister their MRs; a free callback running, or pages left pinned until the memory is freed)\n",
+            "the load failed ({:?}): waiting for {} registrations still alive (deregister their MRs; a free callback running, or pages left pinned until the process that pinned them frees the memory or exits); insmod waits uninterruptibly until then\n",
             e,
             alive
         );
-        wait::wait_none_alive();
     }
+    wait::wait_none_alive();
     drop(clients);
     e
 }

@@ -56,18 +56,25 @@ unsafe extern "C" fn free_callback<T: FreeCallback>(data: *mut c_void) {
     // SAFETY: as above; the provider hands its ownership back with this call,
     // and `borrowed` is gone.
     let data = unsafe { T::Data::from_foreign(data) };
-    // The last reference takes the registration's module reference with
-    // it: an rmmod (or a failed load) may then unload the module while
-    // this function still returns through its text. The loader frees the
-    // text only after an RCU grace period, so that drop runs inside a
-    // read-side section: what is left afterwards is the return itself,
-    // which only a preemption at exactly that point could hold up for a
-    // grace period. The drop does not sleep: the callback has taken the
-    // pages out (see `on_free`). A reference that is not the last (the
-    // core still holds the registration) needs no section.
-    if let Some(last) = data.release_shared() {
-        let _rcu = RcuReadSection::enter();
-        drop(last);
+    // Whichever reference is dropped here, the holder of the other one may
+    // drop the last right after (release, while this callback is still in
+    // its tail), and with it the registration's module reference: an rmmod
+    // (or a failed load) may then unload the module while this function
+    // still runs in its text. The loader frees the text only after an RCU
+    // grace period, so the drop runs inside a read-side section, entered
+    // before the decrement: the grace period cannot end before the
+    // callback has left the section. What the section cannot cover is the
+    // tail after its unlock (the unlock's own return and ours to the
+    // driver): a preemption exactly there (preemptible RCU), or a tick
+    // there followed by a long interrupt or a stalled virtual CPU, can
+    // outlast a grace period and an unload.
+    // NVIDIA's module has the same tail after its last `module_put`; only
+    // a tail call into the kernel could close it. The drop does not sleep:
+    // the callback has taken the pages out (see `on_free`).
+    let _rcu = RcuReadSection::enter();
+    match data.release_shared() {
+        Some(last) => drop(last),
+        None => crate::test_delay::at(crate::test_delay::Point::FreeCallbackTail),
     }
 }
 

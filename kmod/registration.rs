@@ -94,7 +94,7 @@ use crate::range::GpuRange;
 use crate::stats::{ErrorKind, Failure};
 use core::fmt;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::list::{ListArc, ListLinks};
 use kernel::sync::{new_spinlock, ArcBorrow, SpinLock};
 use kernel::{bindings, ffi::c_void, prelude::*};
@@ -141,11 +141,13 @@ pub(crate) struct Registration {
     /// For the log and debugfs only (wraps after 2^32 registrations).
     id: u32,
     kind: PinKind,
-    /// Whether a free callback is inside the core's invalidate for this
-    /// registration ([`IN_CORE`]), and a release waits for it to come out
-    /// ([`IN_CORE_WAITED`]); 0 otherwise. Set under the state lock, where
-    /// release looks first.
-    in_core: AtomicU8,
+    /// The task of a free callback that is inside the core's invalidate
+    /// for this registration ([`in_core_mark`]), with [`IN_CORE_WAITED`]
+    /// set once a release sleeps until it comes out; 0 otherwise. Set under
+    /// the state lock, where release looks first. The task, not a flag: a
+    /// release on that same task (a core that releases from inside its
+    /// invalidation) must not wait for itself.
+    in_core: AtomicU32,
     /// This module's reference, put when the registration goes. The last
     /// field, so dropped after every other one: the state's pages, SG
     /// table and in-flight resources are gone before the module may be.
@@ -158,11 +160,16 @@ pub(crate) struct Registration {
     module: ModuleRef,
 }
 
-/// [`Registration::in_core`]: a free callback is inside the core's
-/// invalidate.
-const IN_CORE: u8 = 1;
-/// [`Registration::in_core`]: and a release sleeps until it comes out.
-const IN_CORE_WAITED: u8 = 2;
+/// [`Registration::in_core`]: a release sleeps until the callback comes
+/// out of the core.
+const IN_CORE_WAITED: u32 = 1;
+
+/// [`Registration::in_core`]'s mark of the calling task: its thread id
+/// (positive, at most `PID_MAX_LIMIT`, 2^22), shifted past
+/// [`IN_CORE_WAITED`]; never 0 in process context.
+fn in_core_mark() -> u32 {
+    crate::wait::current_task_id() << 1
+}
 
 // The registry's list holds registrations: one list, so one `ListArc`
 // each, made with the registration and kept by the registry until release
@@ -261,7 +268,7 @@ impl Registration {
                 core_context: AtomicU64::new(0),
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 kind,
-                in_core: AtomicU8::new(0),
+                in_core: AtomicU32::new(0),
                 module,
             }),
             GFP_KERNEL,

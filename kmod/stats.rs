@@ -130,9 +130,9 @@ pub(crate) struct Stats {
     /// left pinned to the process that pinned them, right now: each ends
     /// with that process's free callback (and holds the module till then).
     pub(crate) left_to_owner: AtomicU64,
-    /// Unpins asked from a process other than the one that pinned, which
-    /// the driver cannot do (so far): those left to their owner and the
-    /// persistent pins of drivers before 535 left to the driver.
+    /// Unpins asked from a process other than the one that pinned: pins
+    /// with a free callback, which the driver cannot put from there (left
+    /// to their owner), and persistent pins, which it puts from anywhere.
     pub(crate) unpins_from_other_process: AtomicU64,
     /// Releases that waited for a free callback of their registration to
     /// come out of the core's invalidate.

@@ -33,6 +33,15 @@ pub(crate) fn free_wait<F: FnMut() -> bool>(mut done: F) {
     unsafe { sys::pm_shim_free_wait(Some(look::<F>), (&raw mut done).cast()) };
 }
 
+/// The calling task's id (its thread id, positive, at most
+/// `PID_MAX_LIMIT`, 2^22): a waiter tells by it whether the thread it
+/// would wait for is itself.
+pub(crate) fn current_task_id() -> u32 {
+    // SAFETY: FFI call without arguments, from process context.
+    let pid = unsafe { sys::pm_shim_current_pid() };
+    u32::try_from(pid).unwrap_or(0)
+}
+
 /// Wakes every free callback sleeping in [`free_wait`]: each runs its
 /// `done` again.
 pub(crate) fn wake_free_waiters() {
@@ -41,28 +50,48 @@ pub(crate) fn wake_free_waiters() {
 }
 
 /// The registrations alive, plus a base of 1 that only [`wait_none_alive`]
-/// drops while it waits: a put that leaves the count above 0 is
-/// a compare-exchange here, with no call and no lock; the one that may take
+/// drops while it waits, and [`DECLINED`] once a failed load stopped
+/// counting new ones: a put that leaves the count above 0 is a
+/// compare-exchange here, with no call and no lock; the one that may take
 /// it to 0 is the shim's, under the lock the waiter checks it under. The
 /// shim reads and writes it as an `atomic_t` (an `int`, as this is).
 static LIVE: AtomicI32 = AtomicI32::new(1);
 
-/// Counts one more registration alive (see [`wait_none_alive`]).
+/// [`LIVE`]'s flag: the load failed, no registration is counted any more.
+const DECLINED: i32 = 1 << 30;
+/// [`LIVE`]'s count (the registrations alive plus the base); it never
+/// reaches [`DECLINED`], since every registration holds a module
+/// reference and the module's count is far smaller.
+const COUNT: i32 = DECLINED - 1;
+
+/// Counts one more registration alive (see [`wait_none_alive`]), unless a
+/// failed load declined ([`decline`]): then false, and nothing counted.
+/// One compare-exchange with the decline: a failed load either sees this
+/// registration counted, or this call sees the decline.
 #[inline(always)]
-pub(crate) fn alive_get() {
-    LIVE.fetch_add(1, Ordering::Relaxed);
+pub(crate) fn alive_get() -> bool {
+    let mut live = LIVE.load(Ordering::Relaxed);
+    loop {
+        if live & DECLINED != 0 {
+            return false;
+        }
+        match LIVE.compare_exchange_weak(live, live + 1, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return true,
+            Err(now) => live = now,
+        }
+    }
 }
 
 /// Counts one registration less; the last wakes [`wait_none_alive`].
 ///
 /// # Safety
 ///
-/// Paired with one earlier [`alive_get`].
+/// Paired with one earlier [`alive_get`] that returned true.
 #[inline(always)]
 pub(crate) unsafe fn alive_put() {
     let mut live = LIVE.load(Ordering::Relaxed);
     // Above 1, this put cannot reach 0 (atomic_dec_and_lock's fast path).
-    while live > 1 {
+    while live & COUNT > 1 {
         match LIVE.compare_exchange_weak(live, live - 1, Ordering::Release, Ordering::Relaxed) {
             Ok(_) => return,
             Err(now) => live = now,
@@ -70,17 +99,32 @@ pub(crate) unsafe fn alive_put() {
     }
     // SAFETY: FFI call; `LIVE` is an `int` for good, and the count is above 0
     // (function's requirements).
-    unsafe { sys::pm_shim_live_put_last(LIVE.as_ptr().cast()) };
+    unsafe { sys::pm_shim_live_put_last(LIVE.as_ptr().cast(), COUNT) };
+}
+
+/// From now on [`alive_get`] refuses, and returns how many registrations
+/// are alive at that instant: one atomic step, so that no registration is
+/// made after the failed load looked and before it stopped new ones.
+/// Called by a failed init before it waits for those alive.
+#[allow(dead_code)] // (the KUnit module has no load to fail)
+pub(crate) fn decline() -> u32 {
+    let live = LIVE.fetch_or(DECLINED, Ordering::Relaxed);
+    // Less the base.
+    u32::try_from((live & COUNT).saturating_sub(1)).unwrap_or(0)
 }
 
 /// Registrations alive right now (not while [`wait_none_alive`] waits).
+#[allow(dead_code)] // (the KUnit module's only)
 pub(crate) fn alive() -> u32 {
     // Less the base.
-    u32::try_from(LIVE.load(Ordering::Relaxed).saturating_sub(1)).unwrap_or(0)
+    u32::try_from((LIVE.load(Ordering::Relaxed) & COUNT).saturating_sub(1)).unwrap_or(0)
 }
 
-/// Sleeps, uninterruptibly, until no registration is alive.
+/// Sleeps, uninterruptibly, until no registration is alive. Unbounded: a
+/// registration lives until the core releases it and, for pages it could
+/// not unpin or left to the process that pinned them, until that process
+/// frees the memory or exits (the driver's free callback ends it then).
 pub(crate) fn wait_none_alive() {
     // SAFETY: FFI call; `LIVE` is an `int` for good.
-    unsafe { sys::pm_shim_live_wait_none(LIVE.as_ptr().cast()) };
+    unsafe { sys::pm_shim_live_wait_none(LIVE.as_ptr().cast(), COUNT) };
 }

@@ -85,6 +85,15 @@ if [ "$PEERMEM_KERNEL" != "$PEERMEM_PRIMARY_KERNEL" ]; then
 		"KBUILD_EXTRA_SYMBOLS=$tree/tests/fixtures/Module.symvers" PEERMEM_DROPIN=1 \
 		-j"$jobs" nvidia-peermem.ko 2>&1 | grep -v "^nvidia_peermem_rs:" >&2 || true
 	[ -f "$tree/build/dropin/nvidia-peermem.ko" ] || { echo "build: the drop-in did not build" >&2; exit 1; }
+	# The test build (delay points), as for the primary kernel below.
+	mkdir -p "$tree/build/test-delays"
+	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' \
+		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \
+		VERSION Kbuild kmod ffi | tar -C "$tree/build/test-delays" -xf -
+	make -s -C "$kdir" M="$tree/build/test-delays" "${PEERMEM_KMAKE_ARGS[@]}" \
+		"KBUILD_EXTRA_SYMBOLS=$tree/tests/fixtures/Module.symvers" PEERMEM_TEST_DELAYS=1 \
+		-j"$jobs" nvidia_peermem_rs.ko 2>&1 | grep -v "^nvidia_peermem_rs:" >&2 || true
+	[ -f "$tree/build/test-delays/nvidia_peermem_rs.ko" ] || { echo "build: the test build did not build" >&2; exit 1; }
 	wait_cargo
 	echo "$kdir"
 	exit 0
@@ -129,12 +138,23 @@ if [ -f Kbuild ]; then
 		--exclude='*_generated.rs' --exclude='compat*.cfg' --exclude='*.o.d' --exclude='*.rmeta' \
 		VERSION Kbuild kmod ffi | tar -C "$dropin" -xf -
 	echo "build: nvidia_peermem_rs and nvidia-peermem.ko (drop-in)" >&2
+	# The test build (PEERMEM_TEST_DELAYS=1: delay points in the module's
+	# own race windows), from a copy too; only the forced-window scenarios
+	# load it (/fixtures/test-delays in the VM).
+	testdelays=$repo/build/test-delays
+	mkdir -p "$testdelays"
+	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' \
+		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \
+		VERSION Kbuild kmod ffi | tar -C "$testdelays" -xf -
 	make -s -C "$kdir" M="$repo" "${PEERMEM_KMAKE_ARGS[@]}" "${syms[@]}" PEERMEM_KUNIT=1 -j"$jobs" modules >&2 &
 	module_pid=$!
 	make -s -C "$kdir" M="$dropin" "${PEERMEM_KMAKE_ARGS[@]}" "${syms[@]}" PEERMEM_DROPIN=1 \
 		-j"$jobs" nvidia-peermem.ko >&2 2>&1 | grep -v "^nvidia_peermem_rs:" >&2 || true
+	make -s -C "$kdir" M="$testdelays" "${PEERMEM_KMAKE_ARGS[@]}" "${syms[@]}" PEERMEM_TEST_DELAYS=1 \
+		-j"$jobs" nvidia_peermem_rs.ko >&2 2>&1 | grep -v "^nvidia_peermem_rs:" >&2 || true
 	wait "$module_pid" || { echo "build: nvidia_peermem_rs did not build" >&2; exit 1; }
 	[ -f "$dropin/nvidia-peermem.ko" ] || { echo "build: the drop-in did not build" >&2; exit 1; }
+	[ -f "$testdelays/nvidia_peermem_rs.ko" ] || { echo "build: the test build did not build" >&2; exit 1; }
 fi
 
 wait_cargo

@@ -17,20 +17,17 @@ use kernel::ffi::c_int;
 /// Maps an MR of the invalidating client, lets the mock core behave as
 /// `mode`, frees the memory, and checks what the client did.
 pub(super) fn invalidation(mode: CoreMode) {
-    // A core that releases from inside the invalidation is a legacy one,
-    // which takes the plain table: with the extended table release waits
-    // for the callback to come out of the core, which a release on the
-    // callback's own thread never sees.
-    let table = if mode == CoreMode::ReleasesInside {
-        &nv_mem::NV_MEM_INVALIDATING_LEGACY
-    } else {
-        &nv_mem::NV_MEM_INVALIDATING_EX
-    };
+    // The extended table with the release wait on, as on a core with the
+    // stop notifier, in every mode: a core that releases from inside the
+    // invalidation (the legacy cores, an unknown one) does so on the
+    // callback's own task, and release must not wait for itself there.
+    let table = &nv_mem::NV_MEM_INVALIDATING_EX;
     mock::reset(1 << 20);
     let refs = module_refs();
     let Some(_core) = register(table, true) else {
         return;
     };
+    INVALIDATION.set_release_waits_for_invalidation(true);
     let dev = TestPciDevice::get();
     let Some(mut mr) = pinned_mr(table) else {
         return;

@@ -4,8 +4,7 @@
 //! what a put of it leaves ([`Unpinned`]).
 
 use super::{
-    free_callback, page_size_name, reclaim_callback_data, FreeCallback, PageTableLayout,
-    PersistentApi, Process,
+    free_callback, page_size_name, reclaim_callback_data, FreeCallback, PageTableLayout, Process,
 };
 use super::{
     PAGE_TABLE_FLAGS_CPU_CACHEABLE, PAGE_TABLE_FLAGS_OFFSET, PAGE_TABLE_NEWEST, PAGE_TABLE_OLDEST,
@@ -24,14 +23,18 @@ use kernel::{ffi::c_void, prelude::*};
 /// A range of GPU memory pinned through the P2P API, by a user whose free
 /// callback is `T`'s.
 ///
-/// The driver keeps the pins of `nvidia_p2p_get_pages` per process: its
-/// `nvidia_p2p_put_pages` looks the pin up among the calling process's pins
-/// only, and from any other process finds nothing and returns 0 without
-/// unpinning, the free callback still armed. So a pin made through that
-/// call (with a free callback, or the persistent pin of drivers before 535)
-/// is unpinned only from its `owner`, the process that pinned it
-/// ([`PageTable::unpins_here`]); the persistent calls of 535 and later go by
-/// the page table alone.
+/// The driver keeps the pins of `nvidia_p2p_get_pages` with a free
+/// callback per process: its `nvidia_p2p_put_pages` looks such a pin up
+/// among the calling process's pins only, and from any other process finds
+/// nothing and returns 0 without unpinning, the free callback still armed.
+/// So a pin with a free callback is unpinned only from its `owner`, the
+/// process that pinned it ([`PageTable::unpins_here`]). A persistent pin
+/// goes by the driver's own object, from any process: the persistent calls
+/// of 535 and later, and on 515-530 `nvidia_p2p_get_pages` without a
+/// callback too, which the driver marks persistent, pins as a duplicate of
+/// the memory in its internal client and puts with
+/// `rm_p2p_put_pages_persistent` (no process lookup; the owner's exit does
+/// not end it).
 ///
 /// # Invariants
 ///
@@ -138,12 +141,12 @@ impl<T: FreeCallback> PageTable<T> {
     }
 
     /// Whether the driver's put finds this pin from the calling process:
-    /// always for the persistent calls (by page table), only in the owner
-    /// for `nvidia_p2p_get_pages` pins (by process: see the type's doc).
+    /// always for a persistent pin (by the driver's object, on every driver
+    /// generation), only in the owner for a pin with a free callback (by
+    /// process: see the type's doc).
     #[inline(always)]
     pub(crate) fn unpins_here(&self) -> bool {
-        let by_process = self.callback.is_some()
-            || PersistentApi::of_driver() == PersistentApi::GetPagesWithoutCallback;
+        let by_process = self.callback.is_some();
         !by_process || self.owner == Process::current()
     }
 
@@ -266,10 +269,11 @@ impl<T: FreeCallback> PageTable<T> {
         }
         let this = ManuallyDrop::new(self);
         this.uncount();
-        // INVARIANT: the data came from `T::Data::into_foreign` and the
-        // provider calls the callback no more: the put, made by the pin's
-        // own process, returned 0, so either it unpinned, or the callback
-        // had run; `ptr` is the page table put.
+        // INVARIANT: the data, if any, came from `T::Data::into_foreign`
+        // and the provider calls the callback no more: the put of a pin with
+        // a callback, made by the pin's own process (checked above),
+        // returned 0, so either it unpinned, or the callback had run; `ptr`
+        // is the page table put.
         Ok(Unpinned {
             callback: this.callback.map(|data| (this.ptr, data)),
             _callback: PhantomData,

@@ -77,27 +77,6 @@ impl<T: FreeCallback> Pinned<T> {
         self.page_table.owner()
     }
 
-    /// Whether the pages were pinned with a free callback.
-    pub(crate) fn has_free_callback(&self) -> bool {
-        self.page_table.callback.is_some()
-    }
-
-    /// Leaves pages pinned without a free callback, and not mapped, to the
-    /// driver: for a pin another process made through `nvidia_p2p_get_pages`
-    /// (the persistent pin of drivers before 535), which the driver unpins
-    /// only for that process, when it exits. Nothing of ours stays with the
-    /// driver (no callback data), so the handle simply goes, uncounted.
-    /// Pages with a free callback, or mapped, are handed back.
-    pub(crate) fn leave_to_driver(self) -> core::result::Result<(), Self> {
-        if self.has_free_callback() || self.is_mapped() {
-            return Err(self);
-        }
-        let (_, page_table) = self.into_parts();
-        page_table.uncount();
-        core::mem::forget(page_table);
-        Ok(())
-    }
-
     /// Maps the pages for `peer`: the provider call only, nothing of the
     /// mapping is read (see [`Pinned::dma_addresses`]). The mapping stays in
     /// `self`.

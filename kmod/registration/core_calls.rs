@@ -4,13 +4,14 @@
 //! dma_unmap, put_pages, get_page_size and release.
 
 use super::state::Op;
-use super::{registry, CoreRef, PinKind, Pinned, Registration};
+use super::{in_core_mark, registry, CoreRef, PinKind, Pinned, Registration, IN_CORE_WAITED};
 use crate::core_client::INVALIDATION;
 use crate::p2p::PciDevice;
 use crate::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::sg::{SgPlan, SgTable};
 use crate::stats::{self, ErrorKind, Failure, STATS};
 use core::sync::atomic::Ordering;
+use kernel::alloc::KVVec;
 use kernel::sync::ArcBorrow;
 use kernel::{bindings, prelude::*};
 
@@ -82,17 +83,19 @@ impl Registration {
     ) -> core::result::Result<u32, Failure> {
         let peer = peer.ok_or(Failure::new(ErrorKind::NotPci, EINVAL))?;
         let coalesce = crate::params::coalesce_sg();
-        // One entry a GPU page: the table is allocated before the provider
-        // call, so reading the mapping into it (the phase a free callback
-        // waits for, holding the driver lock) only stores. Coalesced, its
-        // size depends on the addresses: allocated while reading them.
-        let table = if coalesce {
-            None
-        } else {
-            Some(
-                SgTable::alloc(self.range.pages() as usize)
-                    .map_err(|e| Failure::new(ErrorKind::SgTable, e))?,
+        // Allocated before the provider call, so that reading the mapping
+        // (the phase a free callback waits for, holding the driver lock)
+        // only stores: one entry a GPU page, the SG table itself; coalesced,
+        // whose size depends on the addresses, room for a copy of them, from
+        // which the table is built once the callback no longer waits.
+        let pages = self.range.pages() as usize;
+        let scratch = if coalesce {
+            Scratch::Addresses(
+                KVVec::from_elem(0u64, pages, GFP_KERNEL)
+                    .map_err(|_| Failure::new(ErrorKind::NoMemory, ENOMEM))?,
             )
+        } else {
+            Scratch::Table(SgTable::alloc(pages).map_err(|e| Failure::new(ErrorKind::SgTable, e))?)
         };
         let mut pinned = self.state.lock().take_for_mapping()?;
 
@@ -103,14 +106,39 @@ impl Registration {
             self.finish_in_flight(pinned, None);
             return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
         }
-        let sg = match mapped.and_then(|()| pinned.dma_addresses()) {
-            Ok(addresses) => {
-                let plan = SgPlan::new(addresses, GPU_PAGE_SIZE, coalesce);
-                match table {
-                    Some(table) => table.fill(plan),
-                    None => SgTable::build(plan),
+        let reading = crate::test_delay::ReadingPhase::begin();
+        let read =
+            mapped
+                .and_then(|()| pinned.dma_addresses())
+                .and_then(|addresses| match scratch {
+                    Scratch::Table(table) => table
+                        .fill(SgPlan::new(addresses, GPU_PAGE_SIZE, false))
+                        .map(Read::Built)
+                        .map_err(|e| Failure::new(ErrorKind::SgTable, e)),
+                    Scratch::Addresses(mut copy) => {
+                        // `dma_addresses` checked one address a GPU page.
+                        if copy.len() != addresses.len() {
+                            return Err(Failure::new(ErrorKind::DmaMappingVersion, EINVAL));
+                        }
+                        copy.copy_from_slice(addresses);
+                        Ok(Read::Copied(copy))
+                    }
+                });
+        let sg = match read {
+            Ok(Read::Built(sg)) => Ok(sg),
+            Ok(Read::Copied(copy)) => {
+                drop(reading);
+                self.end_reading();
+                let built = SgTable::build(SgPlan::new(&copy, GPU_PAGE_SIZE, true))
+                    .map_err(|e| Failure::new(ErrorKind::SgTable, e));
+                drop(copy);
+                if built.is_err() && !self.start_unmapping() {
+                    // The callback did not wait for an unmap: the mapping
+                    // is the driver's to free with the page table.
+                    self.finish_in_flight(pinned, None);
+                    return Err(Failure::new(ErrorKind::FreedWhileRegistering, EFAULT));
                 }
-                .map_err(|e| Failure::new(ErrorKind::SgTable, e))
+                built
             }
             Err(f) => Err(f),
         };
@@ -204,7 +232,7 @@ impl Registration {
             let (sg, leftover) = st.release();
             // A free callback that set this did so under this lock, and
             // none sets it after (the stage is no longer `GotPages`).
-            let in_core = this.in_core.load(Ordering::Relaxed) != 0;
+            let in_core = this.in_core.load(Ordering::Relaxed);
             (sg, leftover, in_core)
         };
         drop(sg);
@@ -212,8 +240,33 @@ impl Registration {
             // The core did not unpin (or unpinning failed before): do it now.
             this.unpin_in_flight(pinned);
         }
-        if in_core && INVALIDATION.release_waits_for_invalidation() {
-            this.wait_out_of_core();
+        if in_core != 0 && INVALIDATION.release_waits_for_invalidation() {
+            if in_core & !IN_CORE_WAITED == in_core_mark() {
+                // The core releases from inside the invalidation, on the
+                // callback's own task: that callback cannot come out before
+                // this returns.
+                this.released_inside_own_callback();
+            } else {
+                this.wait_out_of_core(in_core);
+            }
         }
     }
+}
+
+/// What dma_map allocates before the provider call (see
+/// [`Registration::try_dma_map`]).
+enum Scratch {
+    /// The SG table, one entry a GPU page.
+    Table(SgTable),
+    /// Room for the DMA addresses, one a GPU page, to build a coalesced
+    /// table from.
+    Addresses(KVVec<u64>),
+}
+
+/// What dma_map has once it read the mapping.
+enum Read {
+    /// The SG table, filled.
+    Built(SgTable),
+    /// The DMA addresses, copied out.
+    Copied(KVVec<u64>),
 }

@@ -4,11 +4,11 @@
 //! registration is invalidated through the core and its pages freed.
 
 use super::state::{Op, OtherInvalidation, State};
-use super::{Pinned, Registration, IN_CORE, IN_CORE_WAITED};
+use super::{in_core_mark, Pinned, Registration, IN_CORE_WAITED};
 use crate::core_client::INVALIDATION;
 use crate::p2p::{DeadPages, FreeCallback};
 use crate::stats::{self, ErrorKind, STATS};
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
 use kernel::sync::lock::{spinlock::SpinLockBackend, Guard};
 use kernel::sync::{Arc, ArcBorrow};
@@ -26,8 +26,8 @@ impl Registration {
             // good as done (one critical section), and the pages are freed
             // once the core's invalidate returned.
             // Before the unlock: a release that takes the lock after it
-            // sees the callback on its way into the core.
-            self.in_core.store(IN_CORE, Ordering::Relaxed);
+            // sees the callback, and its task, on its way into the core.
+            self.in_core.store(in_core_mark(), Ordering::Relaxed);
             let dead = callback.kill(pinned);
             drop(st);
             self.invalidate_core(self.core_context.load(Ordering::Relaxed));
@@ -74,35 +74,57 @@ impl Registration {
     /// waiting for that may return now.
     #[inline(always)]
     pub(super) fn out_of_core(&self) {
-        if self.in_core.swap(0, Ordering::AcqRel) == IN_CORE_WAITED {
+        if self.in_core.swap(0, Ordering::AcqRel) & IN_CORE_WAITED != 0 {
             crate::wait::wake_free_waiters();
         }
     }
 
-    /// Sleeps until no free callback of this registration is inside the
-    /// core's invalidate (see
+    /// Sleeps until the free callback of this registration that `in_core`
+    /// (a value of [`Registration::in_core`], not 0) names has come out of
+    /// the core's invalidate (see
     /// [`InvalidationSlot::release_waits_for_invalidation`]). Nothing is
-    /// held: the callback inside the core needs the core's locks and the
-    /// driver lock it already holds, none of ours.
+    /// held: on a core that needs the wait (MLNX_OFED 5.4-3 and later), the
+    /// callback inside the core needs the core's mapping lock, which that
+    /// core never holds while it calls release, and the driver lock it
+    /// already holds, none of ours. Never called on the callback's own
+    /// task (the caller checks): that task would wait for itself.
     ///
     /// [`InvalidationSlot::release_waits_for_invalidation`]:
     ///     crate::core_client::InvalidationSlot::release_waits_for_invalidation
     #[cold]
     #[inline(never)]
-    pub(super) fn wait_out_of_core(&self) {
+    pub(super) fn wait_out_of_core(&self, in_core: u32) {
         stats::inc(&STATS.release_waited_for_invalidation);
+        let task = in_core & !IN_CORE_WAITED;
         crate::wait::free_wait(|| {
             match self.in_core.compare_exchange(
-                IN_CORE,
-                IN_CORE_WAITED,
+                task,
+                task | IN_CORE_WAITED,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
                 // Now marked: the callback wakes us when it comes out.
                 Ok(_) => false,
+                // Marked already (by another release), or out: 0.
                 Err(now) => now == 0,
             }
         });
+    }
+
+    /// The core called release on the task of this registration's free
+    /// callback, from inside the core's invalidate: no wait (it would never
+    /// end). Only a core this module does not know does so with the
+    /// release wait on; said once a load.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn released_inside_own_callback(&self) {
+        static SAID: AtomicBool = AtomicBool::new(false);
+        if !SAID.swap(true, Ordering::Relaxed) {
+            pr_warn!(
+                "registration {}: the PeerDirect core released it from inside its invalidation, on the free callback's own task: not waiting for the callback to leave the core (said once)\n",
+                self.id
+            );
+        }
     }
 
     /// Invalidates through the core (the free callback, `ticket` from

@@ -29,6 +29,32 @@ impl Registration {
         self.state.lock().start_reading()
     }
 
+    /// The mapping is read: from now on a free callback does not wait for
+    /// this thread ([`Op::Building`]); one that was waiting is woken. A
+    /// persistent registration never started reading: nothing changes.
+    #[inline(always)]
+    pub(super) fn end_reading(&self) {
+        if self.kind == PinKind::Persistent {
+            return;
+        }
+        if self.state.lock().end_reading() {
+            crate::wait::wake_free_waiters();
+        }
+    }
+
+    /// Back to a phase a free callback waits for, to unmap after a
+    /// refusal from [`Op::Building`] (see [`State::start_unmapping`]):
+    /// false if an invalidation started meanwhile.
+    ///
+    /// [`State::start_unmapping`]: super::state::State::start_unmapping
+    #[inline(always)]
+    pub(super) fn start_unmapping(&self) -> bool {
+        if self.kind == PinKind::Persistent {
+            return true;
+        }
+        self.state.lock().start_unmapping()
+    }
+
     /// Ends an in-flight operation that holds `pinned` (and, for dma_map, the
     /// new SG table `sg`): keeps them, unless an invalidation started
     /// meanwhile. Then the SG table is freed, and so are the pinned pages if
@@ -116,8 +142,13 @@ impl Registration {
         if !pinned.unpins_here() {
             return Ok(self.leave_to_owner(pinned));
         }
+        let from_other_process = pinned.owner() != crate::p2p::Process::current();
         match pinned.unpin() {
             Ok(unpinned) => {
+                if from_other_process {
+                    // A persistent pin: the driver puts it from anywhere.
+                    stats::inc(&STATS.unpins_from_other_process);
+                }
                 let callback_ran = self.state.lock().end_unpinning();
                 if callback_ran {
                     // The driver answers the pinning process's put_pages with
@@ -130,8 +161,10 @@ impl Registration {
                     // table we just put (its only one with a callback).
                     unsafe { unpinned.callback_ran() };
                 } else {
-                    // SAFETY: the put was made by the process that pinned
-                    // (`unpin` puts from no other), so its 0 means it
+                    // SAFETY: a pin with a free callback is put only by the
+                    // process that pinned (`unpin` puts it from no other;
+                    // a persistent pin has no data to take back), so its 0
+                    // means it
                     // unpinned or found the page table unlinked by the
                     // callback; and no invalidation started before the put
                     // returned: a free callback of this page table (its only
@@ -153,59 +186,43 @@ impl Registration {
         }
     }
 
-    /// Unpinning from a process other than the one that pinned (the core
-    /// deregistering from a uverbs file another process shares, or tearing
-    /// every MR of a device down as its driver goes): the driver looks
-    /// `nvidia_p2p_get_pages` pins up among the calling process's only, so a
-    /// put from here would return 0 and unpin nothing. Nothing is called.
-    /// Pages pinned with a free callback go back to the state, left to their
+    /// Unpinning pages pinned with a free callback from a process other
+    /// than the one that pinned (the core deregistering from a uverbs file
+    /// another process shares, or tearing every MR of a device down as its
+    /// driver goes): the driver looks such pins up among the calling
+    /// process's only, so a put from here would return 0 and unpin nothing.
+    /// Nothing is called. The pages go back to the state, left to their
     /// owner ([`Stage::LeftToOwner`]): its cudaFree or exit calls the
     /// callback, which ends them and the registration; till then the
-    /// provider keeps its reference, and with it the module. A persistent
-    /// pin (drivers before 535) has no callback: the driver ends it when the
-    /// owner exits, and nothing of ours stays with it. Said once a load;
-    /// debugfs counts both. Returns whether an invalidation started
-    /// meanwhile (its callback then frees the pages).
+    /// provider keeps its reference, and with it the module. (A persistent
+    /// pin has no callback and is put from any process: it never comes
+    /// here.) Said once a load; debugfs counts it. Returns whether an
+    /// invalidation started meanwhile (its callback then frees the pages).
     #[cold]
     #[inline(never)]
     pub(super) fn leave_to_owner(&self, pinned: Pinned) -> bool {
         let (owner, here) = (pinned.owner(), crate::p2p::Process::current());
-        let pinned = match pinned.leave_to_driver() {
-            Ok(()) => {
-                self.state.lock().end_in_flight();
-                stats::inc(&STATS.unpins_from_other_process);
-                self.said_left_to_owner(owner, here, "when it exits");
-                return false;
-            }
-            Err(pinned) => pinned,
-        };
         let hand_back = self.state.lock().leave_to_owner(pinned);
         if matches!(hand_back, HandBack::Kept) {
             stats::inc(&STATS.unpins_from_other_process);
             stats::inc(&STATS.left_to_owner);
-            self.said_left_to_owner(owner, here, "when it frees the memory or exits");
+            self.said_left_to_owner(owner, here);
         }
         self.complete_hand_back(hand_back)
     }
 
     /// Says, once a load, that pages were left to the process that pinned
-    /// them, which ends them `when`.
-    pub(super) fn said_left_to_owner(
-        &self,
-        owner: crate::p2p::Process,
-        here: crate::p2p::Process,
-        when: &str,
-    ) {
+    /// them.
+    pub(super) fn said_left_to_owner(&self, owner: crate::p2p::Process, here: crate::p2p::Process) {
         static SAID: AtomicBool = AtomicBool::new(false);
         if !SAID.swap(true, Ordering::Relaxed) {
             pr_warn!(
-                "registration {}: [{:#x}, {:#x}) deregistered from process {}, not from process {} that pinned it: the NVIDIA driver unpins only for that process, so the GPU memory stays pinned until that process ends the pin {}, and this module stays in use until then (said once; debugfs stats left_to_owner counts such registrations now, unpins_from_other_process in all)\n",
+                "registration {}: [{:#x}, {:#x}) deregistered from process {}, not from process {} that pinned it: the NVIDIA driver unpins only for that process, so the GPU memory stays pinned until that process frees the memory or exits, and this module stays in use until then (said once; debugfs stats left_to_owner counts such registrations now, unpins_from_other_process in all)\n",
                 self.id,
                 self.range.start(),
                 self.range.end(),
                 here.id(),
-                owner.id(),
-                when
+                owner.id()
             );
         }
     }

@@ -35,10 +35,16 @@ pub(super) enum Op {
     Pinning,
     /// Inside the provider's dma_map_pages (takes the driver lock).
     Mapping,
-    /// Out of dma_map_pages, reading the new mapping and building the SG
-    /// table (and unmapping it again on a refusal). acquire reads its new
-    /// page table under the lock instead ([`State::end_pinning`]).
+    /// Out of dma_map_pages, reading the new mapping into what was
+    /// allocated before the call (the SG table, or room for the DMA
+    /// addresses when coalescing), and unmapping it again on a refusal;
+    /// nothing is allocated here. acquire reads its new page table under
+    /// the lock instead ([`State::end_pinning`]).
     Reading,
+    /// Out of dma_map_pages, the DMA addresses copied out: building the
+    /// coalesced SG table from that copy (an allocation), reading nothing
+    /// of the provider's.
+    Building,
     /// Inside the provider's dma_unmap_pages, which reads the page table and
     /// the mapping without the driver lock: for the core's dma_unmap, or for
     /// put_pages/release unmapping before they unpin.
@@ -283,6 +289,29 @@ impl State {
         true
     }
 
+    /// The mapping is read (its DMA addresses copied out): a free callback
+    /// no longer waits for this thread, which builds the SG table from the
+    /// copy ([`Op::Building`]). Returns whether an invalidation is running,
+    /// whose callback may be waiting: the caller wakes it.
+    pub(super) fn end_reading(&mut self) -> bool {
+        if self.in_flight == Some(Op::Reading) {
+            self.in_flight = Some(Op::Building);
+        }
+        self.invalidation == Invalidation::Running
+    }
+
+    /// Unmapping again after a refusal, from [`Op::Building`]: from now on
+    /// a free callback waits for this thread. False, changing nothing, if
+    /// an invalidation started meanwhile (its callback did not wait: the
+    /// mapping is the driver's to free).
+    pub(super) fn start_unmapping(&mut self) -> bool {
+        if !self.live() {
+            return false;
+        }
+        self.in_flight = Some(Op::Unmapping);
+        true
+    }
+
     /// Takes the pages out for an unmap (`op` [`Op::Unmapping`]) or unpin
     /// (`op` [`Op::Unpinning`]) the core asks for, with `sg_head`; `None`
     /// if an invalidation made it a no-op, or there is nothing of the
@@ -374,12 +403,6 @@ impl State {
         !self.live()
     }
 
-    /// Ends the operation in flight, whose pages stay with the driver
-    /// (a persistent pin of another process's).
-    pub(super) fn end_in_flight(&mut self) {
-        self.in_flight = None;
-    }
-
     /// Hands back pages unpinned from a process other than the one that
     /// pinned them, with their free callback armed: kept, left to their
     /// owner ([`Stage::LeftToOwner`]), unless an invalidation started.
@@ -467,6 +490,7 @@ impl State {
             (_, Some(Op::Pinning), _) => "pinning",
             (_, Some(Op::Mapping), _) => "mapping",
             (_, Some(Op::Reading), _) => "reading",
+            (_, Some(Op::Building), _) => "building",
             (_, Some(Op::Unmapping), _) => "unmapping",
             (_, Some(Op::Unpinning), _) => "unpinning",
             (_, None, Some(p)) if p.is_mapped() => "mapped",

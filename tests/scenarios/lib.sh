@@ -94,6 +94,12 @@ refuse() {
 # first find(1) finds. Every exec costs ~0.1 s under TCG with KASAN, and
 # this runs before each load.
 mod_path() {
+	# PM_TEST_BUILD=1: the test build of the module (delay points), where
+	# the initramfs has one (tests/vm/mkinitramfs.sh).
+	if [ "${PM_TEST_BUILD:-0}" = 1 ] && [ -f "/fixtures/test-delays/$1.ko" ]; then
+		echo "/fixtures/test-delays/$1.ko"
+		return 0
+	fi
 	for _mp in /lib/modules/*/extra/"$1".ko; do
 		[ -f "$_mp" ] && echo "$_mp" && return 0
 	done

@@ -19,8 +19,8 @@ done
 . /scenarios/module_lib.sh
 
 case "$generation" in
-legacy) want="MLNX_OFED 4.1 .. 5.0 (legacy PeerDirect ABI" ;;
-mofed51) want="MLNX_OFED 5.1 .. 5.4-2 or 4.0 (no stop notifier" ;;
+legacy) want="MLNX_OFED 4.0 .. 5.0 (legacy PeerDirect ABI" ;;
+mofed51) want="MLNX_OFED 5.1 .. 5.4-2 (no stop notifier" ;;
 modern | modern2410) want="MLNX_OFED 5.4-3 or later (stop notifier" ;;
 esac
 

@@ -4,7 +4,7 @@
 # private-data callbacks: it registers an extended client and then skips it
 # for every MR. Only the invalidating nv_mem is an extended client at
 # peerdirect_support=0: with persistent_api_support=0 the module, which
-# tells the legacy core by its exports (ib_get_peer_private_data), does not
+# tells the legacy core by its exports (ib_get_peer_client), does not
 # register it and fails the load with a message, before the core sees it.
 # The persistent client is a plain
 # peer_memory_client whatever peerdirect_support says (as NVIDIA registers

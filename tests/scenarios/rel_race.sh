@@ -7,9 +7,10 @@
 #   release.sh   release_in_invalidation
 #   free.sh      free_in_dereg_unlocked free_vs_dereg free_in_get_pages
 #                free_in_dma_map free_after_provider_call free_during_unmap
-#   rmmod.sh     rmmod_during_reg acquire_while_going
+#   rmmod.sh     rmmod_during_reg acquire_while_going callback_tail_unload
 #   teardown.sh  teardown_races
 #   load.sh      load_fails_live
+#   reading.sh   reading_allocates
 # Every round must end with both operations finished (no hang), the MR gone,
 # the memory freed; at the end nothing is pinned, mapped or registered, the
 # module refcount is idle and kmemleak finds nothing.
@@ -20,6 +21,17 @@ variant=${rel_arg_variant:-both}
 rounds=${rel_arg_rounds:-6}
 [ -n "$window" ] || fail "window= missing"
 
+# The windows inside our module's own code are held open by the delay
+# points of its test build (kmod/test_delay.rs), which these load instead.
+case "$window,$variant" in
+callback_tail_unload,* | load_fails_live,declining | reading_allocates,*)
+	[ "$client" = rs ] || fail "window=$window variant=$variant holds our module's own window: client=rs only"
+	[ -f "/fixtures/test-delays/$REL_MOD.ko" ] ||
+		fail "window=$window variant=$variant needs the module's test build (/fixtures/test-delays, tests/build-all.sh)"
+	# shellcheck disable=SC2034 # read by lib.sh mod_path
+	PM_TEST_BUILD=1
+	;;
+esac
 stack_up
 delays0=$(ctr delays_taken)
 windows_mark
@@ -32,9 +44,10 @@ case "$window" in
 release_in_invalidation) family=release ;;
 free_in_dereg_unlocked | free_vs_dereg | free_in_get_pages | free_in_dma_map | \
 	free_after_provider_call | free_during_unmap) family=free ;;
-rmmod_during_reg | acquire_while_going) family=rmmod ;;
+rmmod_during_reg | acquire_while_going | callback_tail_unload) family=rmmod ;;
 teardown_races) family=teardown ;;
 load_fails_live) family=load ;;
+reading_allocates) family=reading ;;
 *) fail "unknown window $window" ;;
 esac
 # shellcheck disable=SC1090

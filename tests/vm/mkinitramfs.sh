@@ -85,6 +85,14 @@ if [ -z "${PEERMEM_VM_MODULES:-}" ]; then
 	done
 fi
 
+# The test build (delay points in the module's own race windows), out of
+# depmod's tree: the scenarios that hold such a window open insmod it from
+# there (lib.sh mod_path with PM_TEST_BUILD=1).
+if [ -z "$modules_given" ] && [ -f "$modroot/build/test-delays/nvidia_peermem_rs.ko" ]; then
+	mkdir -p "$stage/fixtures/test-delays"
+	cp "$modroot/build/test-delays/nvidia_peermem_rs.ko" "$stage/fixtures/test-delays/"
+fi
+
 # The drop-in (nvidia-peermem.ko) where DKMS installs it, and the stand-in
 # for the driver's own copy where NVIDIA's installer puts it, so the
 # guest's depmod/modprobe choose between them by NVIDIA's module name

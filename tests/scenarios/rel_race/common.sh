@@ -25,10 +25,31 @@ no_cleared_client_read() {
 }
 
 # release_waits: the client under test does not return from release while
-# a free callback of the same registration is inside the core's invalidate
-# (nvidia_peermem_rs with the extended ABI).
+# a free callback of the same registration is inside the core's invalidate:
+# nvidia_peermem_rs on a core with the stop notifier (MLNX_OFED 5.4-3 and
+# later: the simulated modern generations), whichever client table it
+# registered; the only cores that read the MR's client after its release.
 release_waits() {
-	[ "$client" = rs ] && [ "$pds" = 0 ]
+	[ "$client" = rs ] && { [ "$gen" = modern ] || [ "$gen" = modern2410 ]; }
+}
+
+# test_delay POINT MS: arms a delay point of our module's test build for
+# one pass (it busy-waits there, saying so in the kernel log).
+test_delay() {
+	echo "$2" >/sys/module/$REL_MOD/parameters/test_delay_ms &&
+		echo "$1" >/sys/module/$REL_MOD/parameters/test_delay ||
+		fail "cannot arm the test build's delay point $1" $(figures)
+}
+
+# await_test_delay POINT: waits (up to 10 s) until the delay point POINT of
+# the test build is taken after the last mark.
+await_test_delay() {
+	_w=0
+	while ! since_mark_has "test delay $1: [0-9]+ ms" && [ $_w -lt 100 ]; do
+		usleep 100000
+		_w=$((_w + 1))
+	done
+	since_mark_has "test delay $1: [0-9]+ ms" || fail "the test build's delay point $1 was never reached" $(figures)
 }
 
 # release_waited: how many releases of our module have waited so.

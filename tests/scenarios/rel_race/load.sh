@@ -15,6 +15,13 @@
 #       the core looks at the client's handle) and the MR is deregistered
 #       meanwhile: init must not unregister the client (the core frees its
 #       handle then) before that callback has returned from the core.
+#       variant=declining: an acquire that found the load not failing is
+#       held before it takes its module reference (the test build's
+#       acquire_module_ref) while the load fails: the failed init must count
+#       the registration that acquire goes on to make, and wait for it. The
+#       registration is then left pinned (both unpins fail) and the cudaFree
+#       that ends it runs in our module: loaded, or freed under it. Test
+#       build only (rel_race.sh loads it).
 
 # load_failing_with_mr MS: reloads the module so that its load fails after
 # nv_mem registered: nv_mem is listed and returns 4 s later, then
@@ -72,13 +79,73 @@ load_fails_invalidating() {
 	REL_OPS=$((REL_OPS + 6))
 }
 
+# load_fails_declining: load_fails_live's variant=declining.
+load_fails_declining() {
+	rmmod $REL_MOD || fail "rmmod of an idle module failed" $(figures)
+	_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+	va=$(sval va "$_o")
+	mark
+	st fault register_client 2 ENOMEM >/dev/null
+	d0=$(ctr delays_taken)
+	st delay register_client_done 4000 1 >/dev/null
+	# shellcheck disable=SC2046
+	bg_run load modload $REL_MOD $(client_params) test_delay=acquire_module_ref test_delay_ms=5000
+	wait_delay "$d0"
+	# nv_mem is registered; nv_mem_nc's registration fails 2 s from now,
+	# while the acquire below is held
+	d0=$(ctr delays_taken)
+	st delay register_client 2000 1 >/dev/null
+	wait_delay "$d0"
+	bg_run reg st mr-reg "$va" 128K
+	await_test_delay acquire_module_ref
+	wait "$pid_reg"
+	[ "$(bg_rc reg)" = 0 ] || fail "mr-reg while the load fails: $(cat /tmp/bg.reg)" $(figures)
+	mr=$(sval mr "$(cat /tmp/bg.reg)")
+	[ "$(sval client "$(cat /tmp/bg.reg)")" = nv_mem ] ||
+		fail "the MR went to $(sval client "$(cat /tmp/bg.reg)"), not nv_mem" $(figures)
+	_lines=$(since_mark | grep -n -E "refused client \"nv_mem_nc\"|test delay acquire_module_ref: done")
+	echo "$_lines" | head -n 1 | grep -q "nv_mem_nc" ||
+		fail "the load did not fail while the acquire was held: $_lines" $(figures)
+	# both unpins fail: the core releases, the pin stays with the driver
+	st fault put_pages 1 EIO 2 >/dev/null
+	st mr-dereg "$mr" >/dev/null || fail "dereg failed" $(figures)
+	n=0
+	while kill -0 "$pid_load" 2>/dev/null &&
+		! since_mark_has "the load failed \(.*\): waiting for" && [ $n -lt 100 ]; do
+		usleep 50000
+		n=$((n + 1))
+	done
+	# the callback runs in our module: loaded, or freed under it
+	st gpu-free "$va" >/dev/null || fail "cudaFree failed" $(figures)
+	wait "$pid_load"
+	[ "$(splats_so_far)" = 0 ] || fail "a splat: the free callback ran after the failed load returned" $(figures)
+	[ "$(bg_rc load)" != 0 ] ||
+		fail "the load succeeded with nv_mem_nc refused by the core" $(figures)
+	loaded $REL_MOD && fail "the module stayed loaded after a failed init" $(figures)
+	since_mark_has "the load failed \(.*\): waiting for 1 registrations" ||
+		fail "init returned without waiting for the registration its held acquire made" $(figures)
+	st fault-clear >/dev/null
+	st delay "" 0 >/dev/null
+	# shellcheck disable=SC2046
+	load $REL_MOD $(client_params)
+	_lc=$(st leak-check) || fail "load_fails_declining left something behind: $_lc" $(figures)
+	REL_RACES=$((REL_RACES + 1))
+	REL_OPS=$((REL_OPS + 6))
+}
+
 # load_fails_live: see the header.
 load_fails_live() {
 	[ "$pers" = 0 ] && [ "$client" = rs ] || fail "load_fails_live needs persistent_api_support=0 and our module"
-	if [ "$variant" = invalidating ]; then
+	case "$variant" in
+	invalidating)
 		load_fails_invalidating
 		return
-	fi
+		;;
+	declining)
+		load_fails_declining
+		return
+		;;
+	esac
 	i=0
 	while [ $i -lt "$rounds" ]; do
 		load_failing_with_mr 6000

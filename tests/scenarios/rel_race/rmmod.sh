@@ -11,6 +11,14 @@
 #       decrement and its wake-up of the waiting unregistration (the
 #       simulated core freed the client under that wake-up: found by the
 #       soak, fixed as the real core does it, with a completion).
+#   callback_tail_unload  the free callback drops its reference while the
+#       core still holds the registration, and is held right after that
+#       drop (the test build's free_callback_tail, a busy-wait); the MR is
+#       deregistered meanwhile, so release drops the last reference and the
+#       module's, and rmmod is tried in a loop until it wins. The module's
+#       memory must not be freed before the callback has left the module's
+#       code: a fault in freed module text (or KASAN) otherwise. Test build
+#       only (rel_race.sh loads it).
 
 rmmod_during_reg() {
 	# 1. live registrations hold the module
@@ -138,6 +146,42 @@ acquire_while_going() {
 		st gpu-free "$va" >/dev/null
 		# shellcheck disable=SC2046
 		load $REL_MOD $(client_params)
+		i=$((i + 1))
+	done
+}
+
+# callback_tail_unload: see the header.
+callback_tail_unload() {
+	[ "$pers" = 0 ] || fail "callback_tail_unload needs persistent_api_support=0 (a free callback)"
+	i=0
+	while [ $i -lt "$rounds" ]; do
+		alloc_reg 128K 0 128K
+		mark
+		test_delay free_callback_tail 4000
+		bg_run free st gpu-free "$va"
+		await_test_delay free_callback_tail
+		# the callback is held after its drop: release takes the last
+		st mr-dereg "$mr" >/dev/null || fail "dereg while the callback is held failed" $(figures)
+		# rmmod until it wins: the registration went with the dereg
+		n=0
+		while loaded $REL_MOD && [ $n -lt 100 ]; do
+			since_mark_has "test delay free_callback_tail: done" && break
+			rmmod $REL_MOD 2>/dev/null && break
+			usleep 20000
+			n=$((n + 1))
+		done
+		loaded $REL_MOD && fail "round $i: rmmod never won while the callback was held" $(figures)
+		wait "$pid_free"
+		[ "$(splats_so_far)" = 0 ] || fail "round $i: a splat with the free callback in its tail at the unload" $(figures)
+		[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
+		since_mark_has "test delay free_callback_tail: done" ||
+			fail "round $i: the held callback never came back" $(figures)
+		REL_RACES=$((REL_RACES + 1))
+		REL_OPS=$((REL_OPS + 4))
+		# shellcheck disable=SC2046
+		load $REL_MOD $(client_params)
+		st gpu-free "$va" >/dev/null 2>&1
+		_lc=$(st leak-check) || fail "round $i left something behind: $_lc" $(figures)
 		i=$((i + 1))
 	done
 }
