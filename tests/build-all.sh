@@ -88,7 +88,7 @@ if [ "$PEERMEM_KERNEL" != "$PEERMEM_PRIMARY_KERNEL" ]; then
 	# The test build (delay points), as for the primary kernel below.
 	mkdir -p "$tree/build/test-delays"
 	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' \
-		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \
+		--exclude='*_generated.rs' --exclude='compat*.cfg' --exclude='*.o.d' --exclude='*.rmeta' \
 		VERSION Kbuild kmod ffi | tar -C "$tree/build/test-delays" -xf -
 	make -s -C "$kdir" M="$tree/build/test-delays" "${PEERMEM_KMAKE_ARGS[@]}" \
 		"KBUILD_EXTRA_SYMBOLS=$tree/tests/fixtures/Module.symvers" PEERMEM_TEST_DELAYS=1 \

@@ -10,7 +10,8 @@
 # takes them: nvidia_peermem_rs.ko (dkms, DKMS tree), build/dropin/
 # nvidia-peermem.ko (dkms, from the -dropin-dkms .deb, where dkms installs
 # it as nvidia_peermem.ko) and
-# nvidia_peermem_rs_kunit.ko (the DKMS tree's Makefile, PEERMEM_KUNIT=1,
+# nvidia_peermem_rs_kunit.ko and build/test-delays/nvidia_peermem_rs.ko
+# (the DKMS tree's Makefile, PEERMEM_KUNIT=1 and PEERMEM_TEST_DELAYS=1,
 # against the same layout). Logs: <module tree>/build/ubuntu-logs/.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -101,6 +102,14 @@ dropin=$(dkms_build "$root/usr/src/$name-dropin-$version" "$name-dropin" nvidia_
 make --no-print-directory -C "$tree" -f "$repo/packaging/dkms/Makefile" KDIR="$hdr" KVER="$kver" \
 	PEERMEM_SYSROOT="$root" PEERMEM_BUILD_CONF=/dev/null PEERMEM_KUNIT=1 -j"$(nproc)" modules \
 	>"$logs/make-kunit.log" 2>&1 || { tail -n 15 "$logs/make-kunit.log" >&2; fail "the KUnit module ($logs/make-kunit.log)"; }
+# The test build (delay points in the module's own race windows, loaded
+# only by the scenarios that force them; never packaged), the same way.
+mkdir -p "$tree/build/test-delays"
+(cd "$repo" && tar -cf - VERSION Kbuild kmod ffi) | tar -C "$tree/build/test-delays" -xf -
+make --no-print-directory -C "$tree/build/test-delays" -f "$repo/packaging/dkms/Makefile" KDIR="$hdr" \
+	KVER="$kver" PEERMEM_SYSROOT="$root" PEERMEM_BUILD_CONF=/dev/null PEERMEM_TEST_DELAYS=1 \
+	-j"$(nproc)" modules >"$logs/make-test-delays.log" 2>&1 ||
+	{ tail -n 15 "$logs/make-test-delays.log" >&2; fail "the test build ($logs/make-test-delays.log)"; }
 # The symbol versions the build recorded for its imports are the ones the
 # installed modules carry (modpost's when it built them), and real ones.
 for pair in "nvidia-exports nvidia_p2p_sim" "ofed-exports peerdirect_sim"; do
@@ -137,6 +146,7 @@ fi
 cp "$named" "$tree/nvidia_peermem_rs.ko"
 mkdir -p "$tree/build/dropin"
 cp "$dropin" "$tree/build/dropin/nvidia-peermem.ko"
-for ko in "$tree/nvidia_peermem_rs.ko" "$tree/nvidia_peermem_rs_kunit.ko" "$tree/build/dropin/nvidia-peermem.ko"; do
+for ko in "$tree/nvidia_peermem_rs.ko" "$tree/nvidia_peermem_rs_kunit.ko" "$tree/build/dropin/nvidia-peermem.ko" \
+	"$tree/build/test-delays/nvidia_peermem_rs.ko"; do
 	[ -f "$ko" ] || fail "no $ko"
 done
