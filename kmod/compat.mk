@@ -46,12 +46,15 @@ rustflags-y += @$(obj)/$(pm_compat_cfg)
 # warning must not decide a probe. The baseline has to compile on every
 # kernel; when it does not, the kernel's metadata cannot be used at all and
 # the build stops with rustc's reason.
-pm_probe_rustc = $(filter-out @%/$(pm_compat_cfg),$(rust_common_cmd)) --cap-lints allow
+# (6.12's command names the crate after the target, not a valid crate
+# name here: each probe names its own.)
+pm_probe_rustc = $(filter-out @%/$(pm_compat_cfg) --crate-name $(basename $(notdir $@)),$(rust_common_cmd)) \
+	--cap-lints allow
 
 quiet_cmd_pm_compat = PROBE   $@
       cmd_pm_compat = \
 	set -e; d=$@.probes; rm -rf $$d; mkdir -p $$d; \
-	probe() { $(pm_probe_rustc) --emit=metadata=$$d/$$1.rmeta \
+	probe() { $(pm_probe_rustc) --crate-name pm_probe_$$1 --emit=metadata=$$d/$$1.rmeta \
 		$(src)/kmod/compat/$$1.rs >$$d/$$1.log 2>&1; }; \
 	if ! probe baseline; then \
 		echo "nvidia_peermem_rs: cannot compile against this kernel's Rust metadata ($(pm_kernel_rmeta)):" >&2; \
