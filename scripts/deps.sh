@@ -10,6 +10,9 @@ apt_packages=(
 	clang-19 lld-19 llvm-19 libclang-19-dev
 	qemu-system-x86 busybox-static
 	flex bison bc libelf-dev libssl-dev cpio kmod make gcc libc6-dev
+	# the Ubuntu-shaped kernel (tests/ubuntu/): symbol versions from DWARF
+	# (gendwarfksyms needs libdw), modules installed as .ko.zst
+	libdw-dev zstd
 	libibverbs-dev rdma-core pkg-config python3 xz-utils fonts-dejavu-core
 	# peermem-check's verbs types (rdma-sys, its build script's bindgen
 	# runs on the libclang above: third_party/rdma-sys/README.md) need librdmacm
