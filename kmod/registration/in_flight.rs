@@ -164,9 +164,8 @@ impl Registration {
                     // SAFETY: a pin with a free callback is put only by the
                     // process that pinned (`unpin` puts it from no other;
                     // a persistent pin has no data to take back), so its 0
-                    // means it
-                    // unpinned or found the page table unlinked by the
-                    // callback; and no invalidation started before the put
+                    // means it unpinned or found the page table unlinked by
+                    // the callback; and no invalidation started before the put
                     // returned: a free callback of this page table (its only
                     // one with a callback) starts one, under our lock, before
                     // it can return, and the driver runs it to the end
