@@ -150,37 +150,55 @@ acquire_while_going() {
 	done
 }
 
-# callback_tail_unload: see the header.
+# tail_unload_try MS: one try of a callback_tail_unload round, the callback
+# held MS ms after its drop. Returns 1, with the module still loaded and
+# nothing of the try left, when the callback came back before an rmmod won
+# (the window was missed).
+tail_unload_try() {
+	alloc_reg 128K 0 128K
+	mark
+	test_delay free_callback_tail "$1"
+	bg_run free st gpu-free "$va"
+	await_test_delay free_callback_tail
+	# the callback is held after its drop: release takes the last
+	st mr-dereg "$mr" >/dev/null || fail "dereg while the callback is held failed" $(figures)
+	# rmmod until it wins: the registration went with the dereg
+	: >/tmp/rmmod.err
+	n=0
+	while loaded $REL_MOD && [ $n -lt 600 ]; do
+		since_mark_has "test delay free_callback_tail: done" && break
+		rmmod $REL_MOD 2>/tmp/rmmod.err && break
+		usleep 20000
+		n=$((n + 1))
+	done
+	wait "$pid_free"
+	[ "$(splats_so_far)" = 0 ] || fail "round $i: a splat with the free callback in its tail at the unload" $(figures)
+	[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
+	since_mark_has "test delay free_callback_tail: done" ||
+		fail "round $i: the held callback never came back" $(figures)
+	! loaded $REL_MOD
+}
+
+# callback_tail_unload: see the header. A host too loaded to keep the
+# window (the callback came back before an rmmod won) runs the round again
+# with the window doubled, up to 12 s (a longer busy-wait would trip the
+# soft-lockup detector); a third miss fails.
 callback_tail_unload() {
 	[ "$pers" = 0 ] || fail "callback_tail_unload needs persistent_api_support=0 (a free callback)"
 	i=0
 	while [ $i -lt "$rounds" ]; do
-		alloc_reg 128K 0 128K
-		mark
-		test_delay free_callback_tail 4000
-		bg_run free st gpu-free "$va"
-		await_test_delay free_callback_tail
-		# the callback is held after its drop: release takes the last
-		st mr-dereg "$mr" >/dev/null || fail "dereg while the callback is held failed" $(figures)
-		# rmmod until it wins: the registration went with the dereg
-		n=0
-		while loaded $REL_MOD && [ $n -lt 100 ]; do
-			since_mark_has "test delay free_callback_tail: done" && break
-			rmmod $REL_MOD 2>/dev/null && break
-			usleep 20000
-			n=$((n + 1))
+		_ms=4000
+		while ! tail_unload_try $_ms; do
+			[ $_ms -lt 12000 ] ||
+				fail "round $i: rmmod never won while the callback was held ($n tries in the last window of $_ms ms, the last said: $(cat /tmp/rmmod.err))" $(figures)
+			log "round $i: the callback came back before an rmmod won in $_ms ms ($n tries, the last said: $(cat /tmp/rmmod.err)); again with a longer window"
+			_ms=$((_ms * 2))
+			[ $_ms -le 12000 ] || _ms=12000
 		done
-		loaded $REL_MOD && fail "round $i: rmmod never won while the callback was held" $(figures)
-		wait "$pid_free"
-		[ "$(splats_so_far)" = 0 ] || fail "round $i: a splat with the free callback in its tail at the unload" $(figures)
-		[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
-		since_mark_has "test delay free_callback_tail: done" ||
-			fail "round $i: the held callback never came back" $(figures)
 		REL_RACES=$((REL_RACES + 1))
 		REL_OPS=$((REL_OPS + 4))
 		# shellcheck disable=SC2046
 		load $REL_MOD $(client_params)
-		st gpu-free "$va" >/dev/null 2>&1
 		_lc=$(st leak-check) || fail "round $i left something behind: $_lc" $(figures)
 		i=$((i + 1))
 	done
