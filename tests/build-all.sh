@@ -41,17 +41,35 @@ wait_cargo() {
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 kdir=$(tests/kernel/build-kernel.sh)
 
+# copy_sources DEST [PATH ...]: the module's sources, and PATHs, into DEST
+# without build outputs. mtimes are kept: an unchanged tree rebuilds
+# nothing.
+copy_sources() {
+	local dest=$1
+	shift
+	mkdir -p "$dest"
+	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' --exclude='*.ko' \
+		--exclude='*_generated.rs' --exclude='compat*.cfg' --exclude='*.o.d' --exclude='*.rmeta' \
+		--exclude=Module.symvers --exclude=modules.order \
+		VERSION Kbuild kmod ffi "$@" | tar -C "$dest" -xf -
+}
+
+# build_variant DIR SWITCH TARGET WHAT SYMVERS: builds TARGET in DIR (a
+# copy of the sources) with SWITCH=1, against the exports in SYMVERS; the
+# module's own notes on what it detected are left out of the log.
+build_variant() {
+	make -s -C "$kdir" M="$1" "${PEERMEM_KMAKE_ARGS[@]}" "KBUILD_EXTRA_SYMBOLS=$5" "$2=1" \
+		-j"$jobs" "$3" 2>&1 | grep -v "^nvidia_peermem_rs:" >&2 || true
+	[ -f "$1/$3" ] || { echo "build: $4 did not build" >&2; exit 1; }
+}
+
 if [ "$PEERMEM_KERNEL" != "$PEERMEM_PRIMARY_KERNEL" ]; then
 	# Another kernel of the matrix (make ... KERNEL=<id>): the module, its
 	# KUnit module and the fixtures, from a copy of their sources (mtimes
 	# kept: an unchanged tree rebuilds nothing), into
 	# $PEERMEM_MODULE_TREE_REL, where mkinitramfs.sh takes them from.
 	tree=$repo/$PEERMEM_MODULE_TREE_REL
-	mkdir -p "$tree"
-	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' --exclude='*.ko' \
-		--exclude='*_generated.rs' --exclude='compat*.cfg' --exclude='*.o.d' --exclude='*.rmeta' \
-		--exclude=Module.symvers --exclude=modules.order \
-		VERSION Kbuild kmod ffi tests/fixtures | tar -C "$tree" -xf -
+	copy_sources "$tree" tests/fixtures
 	echo "build: kernel $PEERMEM_KERNEL: fixtures, nvidia_peermem_rs (in $PEERMEM_MODULE_TREE_REL)" >&2
 	make -s -C "$kdir" M="$tree/tests/fixtures" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
 	make -s -C "$kdir" M="$tree/tests/fixtures/r525" "${PEERMEM_KMAKE_ARGS[@]}" -j"$jobs" modules >&2
@@ -77,23 +95,13 @@ if [ "$PEERMEM_KERNEL" != "$PEERMEM_PRIMARY_KERNEL" ]; then
 	# beside another client and what NCCL and UCX see of each build are
 	# checked on every kernel.
 	echo "build: kernel $PEERMEM_KERNEL: nvidia-peermem.ko (drop-in)" >&2
-	mkdir -p "$tree/build/dropin"
-	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' \
-		--exclude='*_generated.rs' --exclude='compat*.cfg' --exclude='*.o.d' --exclude='*.rmeta' \
-		VERSION Kbuild kmod ffi | tar -C "$tree/build/dropin" -xf -
-	make -s -C "$kdir" M="$tree/build/dropin" "${PEERMEM_KMAKE_ARGS[@]}" \
-		"KBUILD_EXTRA_SYMBOLS=$tree/tests/fixtures/Module.symvers" PEERMEM_DROPIN=1 \
-		-j"$jobs" nvidia-peermem.ko 2>&1 | grep -v "^nvidia_peermem_rs:" >&2 || true
-	[ -f "$tree/build/dropin/nvidia-peermem.ko" ] || { echo "build: the drop-in did not build" >&2; exit 1; }
+	copy_sources "$tree/build/dropin"
+	build_variant "$tree/build/dropin" PEERMEM_DROPIN nvidia-peermem.ko "the drop-in" \
+		"$tree/tests/fixtures/Module.symvers"
 	# The test build (delay points), as for the primary kernel below.
-	mkdir -p "$tree/build/test-delays"
-	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' \
-		--exclude='*_generated.rs' --exclude='compat*.cfg' --exclude='*.o.d' --exclude='*.rmeta' \
-		VERSION Kbuild kmod ffi | tar -C "$tree/build/test-delays" -xf -
-	make -s -C "$kdir" M="$tree/build/test-delays" "${PEERMEM_KMAKE_ARGS[@]}" \
-		"KBUILD_EXTRA_SYMBOLS=$tree/tests/fixtures/Module.symvers" PEERMEM_TEST_DELAYS=1 \
-		-j"$jobs" nvidia_peermem_rs.ko 2>&1 | grep -v "^nvidia_peermem_rs:" >&2 || true
-	[ -f "$tree/build/test-delays/nvidia_peermem_rs.ko" ] || { echo "build: the test build did not build" >&2; exit 1; }
+	copy_sources "$tree/build/test-delays"
+	build_variant "$tree/build/test-delays" PEERMEM_TEST_DELAYS nvidia_peermem_rs.ko "the test build" \
+		"$tree/tests/fixtures/Module.symvers"
 	wait_cargo
 	echo "$kdir"
 	exit 0
@@ -132,29 +140,19 @@ if [ -f Kbuild ]; then
 	# is taken before the module's own build writes beside the sources, and
 	# the two builds (one rustc each, mostly) run at the same time.
 	dropin=$repo/build/dropin
-	mkdir -p "$dropin"
-	# sources only (mtimes kept: an unchanged tree rebuilds nothing)
-	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' \
-		--exclude='*_generated.rs' --exclude='compat*.cfg' --exclude='*.o.d' --exclude='*.rmeta' \
-		VERSION Kbuild kmod ffi | tar -C "$dropin" -xf -
+	copy_sources "$dropin"
 	echo "build: nvidia_peermem_rs and nvidia-peermem.ko (drop-in)" >&2
 	# The test build (PEERMEM_TEST_DELAYS=1: delay points in the module's
 	# own race windows), from a copy too; only the forced-window scenarios
 	# load it (/fixtures/test-delays in the VM).
 	testdelays=$repo/build/test-delays
-	mkdir -p "$testdelays"
-	tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' \
-		--exclude='*_generated.rs' --exclude='*.o.d' --exclude='*.rmeta' \
-		VERSION Kbuild kmod ffi | tar -C "$testdelays" -xf -
+	copy_sources "$testdelays"
 	make -s -C "$kdir" M="$repo" "${PEERMEM_KMAKE_ARGS[@]}" "${syms[@]}" PEERMEM_KUNIT=1 -j"$jobs" modules >&2 &
 	module_pid=$!
-	make -s -C "$kdir" M="$dropin" "${PEERMEM_KMAKE_ARGS[@]}" "${syms[@]}" PEERMEM_DROPIN=1 \
-		-j"$jobs" nvidia-peermem.ko >&2 2>&1 | grep -v "^nvidia_peermem_rs:" >&2 || true
-	make -s -C "$kdir" M="$testdelays" "${PEERMEM_KMAKE_ARGS[@]}" "${syms[@]}" PEERMEM_TEST_DELAYS=1 \
-		-j"$jobs" nvidia_peermem_rs.ko >&2 2>&1 | grep -v "^nvidia_peermem_rs:" >&2 || true
+	build_variant "$dropin" PEERMEM_DROPIN nvidia-peermem.ko "the drop-in" "$repo/tests/fixtures/Module.symvers"
+	build_variant "$testdelays" PEERMEM_TEST_DELAYS nvidia_peermem_rs.ko "the test build" \
+		"$repo/tests/fixtures/Module.symvers"
 	wait "$module_pid" || { echo "build: nvidia_peermem_rs did not build" >&2; exit 1; }
-	[ -f "$dropin/nvidia-peermem.ko" ] || { echo "build: the drop-in did not build" >&2; exit 1; }
-	[ -f "$testdelays/nvidia_peermem_rs.ko" ] || { echo "build: the test build did not build" >&2; exit 1; }
 fi
 
 wait_cargo

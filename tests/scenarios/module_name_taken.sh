@@ -52,58 +52,42 @@ else
 fi
 unload nvidia_peermem_rs
 
+# refused_beside OTHER WHAT CMD...: loading module WHAT with CMD beside the
+# loaded module OTHER fails with EBUSY, registers nothing with the core,
+# and leaves one kernel-log line that says to unload OTHER.
+refused_beside() {
+	_other=$1 _what=$2
+	shift 2
+	dmesg -c >/dev/null
+	"$@" 2>/tmp/insmod.err && fail "$_what loaded beside $_other"
+	grep -q "Device or resource busy" /tmp/insmod.err ||
+		fail "$_what's refusal beside $_other did not fail with EBUSY: $(cat /tmp/insmod.err)"
+	# One line per attempt: busybox's insmod tries init_module again after
+	# a refused finit_module, so the same line may come twice.
+	_line=$(dmesg | grep "$_what: " | sed 's/^\[[^]]*\] *//' | sort -u)
+	[ "$(echo "$_line" | wc -l)" = 1 ] || fail "$_what beside $_other: want one kernel-log line, got: $_line"
+	case "$_line" in
+	*"$_what: $_other is loaded "*"unload it first (rmmod $_other)") ;;
+	*) fail "$_what's refusal beside $_other does not say what to unload: $_line" ;;
+	esac
+	! loaded "$_what" || fail "module $_what loaded beside $_other"
+	! dmesg | grep -q "peerdirect_sim: registered peer memory client" ||
+		fail "a client registered with the core during $_what's refused load beside $_other"
+	log "$_what refused beside $_other: $_line"
+}
+
 # The module's own check, by module name, before it registers anything.
 insmod "$standin" || fail "insmod of the stand-in nvidia_peermem failed"
-dmesg -c >/dev/null
-try_load nvidia_peermem_rs 2>/tmp/insmod.err && fail "nvidia_peermem_rs loaded beside nvidia_peermem"
-grep -q "Device or resource busy" /tmp/insmod.err ||
-	fail "the refusal beside nvidia_peermem did not fail with EBUSY: $(cat /tmp/insmod.err)"
-# One line per attempt: busybox's insmod tries init_module again after a
-# refused finit_module, so the same line may come twice.
-line=$(dmesg | grep "nvidia_peermem_rs: " | sed 's/^\[[^]]*\] *//' | sort -u)
-[ "$(echo "$line" | wc -l)" = 1 ] || fail "want one kernel-log line, got: $line"
-case "$line" in
-*"nvidia_peermem_rs: nvidia_peermem is loaded "*"unload it first (rmmod nvidia_peermem)") ;;
-*) fail "the refusal does not say what to unload: $line" ;;
-esac
-log "refused beside nvidia_peermem: $line"
-dmesg | grep -q "peerdirect_sim: registered peer memory client" &&
-	fail "a client registered with the core during the refused load"
+refused_beside nvidia_peermem nvidia_peermem_rs try_load nvidia_peermem_rs
 rmmod nvidia_peermem || fail "rmmod of the stand-in failed"
 
-# refused_beside_nv_peer_mem WHAT KO: loading module WHAT (nvidia_peermem_rs
-# or the drop-in's nvidia_peermem) from KO beside the nv_peer_mem stand-in
-# fails with EBUSY and one kernel-log line that says what to unload.
-refused_beside_nv_peer_mem() {
-	_what=$1
-	dmesg -c >/dev/null
-	insmod "$2" 2>/tmp/insmod.err && fail "$_what loaded beside nv_peer_mem"
-	grep -q "Device or resource busy" /tmp/insmod.err ||
-		fail "$_what's refusal beside nv_peer_mem did not fail with EBUSY: $(cat /tmp/insmod.err)"
-	_line=$(dmesg | grep "$_what: " | sed 's/^\[[^]]*\] *//' | sort -u)
-	[ "$(echo "$_line" | wc -l)" = 1 ] || fail "$_what beside nv_peer_mem: want one kernel-log line, got: $_line"
-	case "$_line" in
-	*"$_what: nv_peer_mem is loaded "*"unload it first (rmmod nv_peer_mem)") ;;
-	*) fail "$_what's refusal beside nv_peer_mem does not say what to unload: $_line" ;;
-	esac
-	! loaded "$_what" || fail "module $_what loaded beside nv_peer_mem"
-	log "$_what refused beside nv_peer_mem: $_line"
-}
 insmod "$legacy" || fail "insmod of the stand-in nv_peer_mem failed"
 loaded nv_peer_mem || fail "the stand-in did not load as module nv_peer_mem"
-refused_beside_nv_peer_mem nvidia_peermem_rs "$(mod_path nvidia_peermem_rs)"
-refused_beside_nv_peer_mem nvidia_peermem "$dropin"
-dmesg | grep -q "peerdirect_sim: registered peer memory client" &&
-	fail "a client registered with the core during a refused load beside nv_peer_mem"
+refused_beside nv_peer_mem nvidia_peermem_rs insmod "$(mod_path nvidia_peermem_rs)"
+refused_beside nv_peer_mem nvidia_peermem insmod "$dropin"
 rmmod nv_peer_mem || fail "rmmod of the nv_peer_mem stand-in failed"
 
 load_module
-dmesg -c >/dev/null
-insmod "$dropin" 2>/tmp/insmod.err && fail "the drop-in loaded beside nvidia_peermem_rs"
-grep -q "Device or resource busy" /tmp/insmod.err ||
-	fail "the drop-in's refusal did not fail with EBUSY: $(cat /tmp/insmod.err)"
-dmesg | grep -q "nvidia_peermem: nvidia_peermem_rs is loaded .*unload it first (rmmod nvidia_peermem_rs)" ||
-	fail "the drop-in's refusal does not say what to unload: $(dmesg | grep nvidia_peermem)"
-! loaded nvidia_peermem || fail "module nvidia_peermem loaded"
+refused_beside nvidia_peermem_rs nvidia_peermem insmod "$dropin"
 finish_clean
 pass name_taken="$name_taken" refused_beside=nvidia_peermem,nvidia_peermem_rs,nv_peer_mem

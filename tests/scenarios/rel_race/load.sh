@@ -50,6 +50,40 @@ load_failing_with_mr() {
 		fail "the MR went to $(sval client "$_o"), not nv_mem" $(figures)
 }
 
+# dereg_left_pinned TRIES: deregisters $mr with both unpins failing (the
+# core releases it, the pin stays with the driver), then waits up to
+# TRIES x 50 ms for the failing init to say it waits for registrations.
+dereg_left_pinned() {
+	st fault put_pages 1 EIO 2 >/dev/null
+	st mr-dereg "$mr" >/dev/null || fail "dereg failed" $(figures)
+	n=0
+	while kill -0 "$pid_load" 2>/dev/null &&
+		! since_mark_has "the load failed \(.*\): waiting for" && [ $n -lt "$1" ]; do
+		usleep 50000
+		n=$((n + 1))
+	done
+}
+
+# failed_load_waited NOT_WAITED WHAT: the background load failed without a
+# splat, left no module behind and had waited for the one registration alive (else fails
+# with NOT_WAITED); then the module loads again and nothing of WHAT is
+# left behind.
+failed_load_waited() {
+	wait "$pid_load"
+	[ "$(splats_so_far)" = 0 ] || fail "a splat: the free callback ran after the failed load returned" $(figures)
+	[ "$(bg_rc load)" != 0 ] ||
+		fail "the load succeeded with nv_mem_nc refused by the core" $(figures)
+	loaded $REL_MOD && fail "the module stayed loaded after a failed init" $(figures)
+	since_mark_has "the load failed \(.*\): waiting for 1 registrations" || fail "$1" $(figures)
+	st fault-clear >/dev/null
+	st delay "" 0 >/dev/null
+	# shellcheck disable=SC2046
+	load $REL_MOD $(client_params)
+	_lc=$(st leak-check) || fail "$2 left something behind: $_lc" $(figures)
+	REL_RACES=$((REL_RACES + 1))
+	REL_OPS=$((REL_OPS + 6))
+}
+
 # load_fails_invalidating: load_fails_live's variant=invalidating.
 load_fails_invalidating() {
 	load_failing_with_mr 10000
@@ -60,23 +94,12 @@ load_fails_invalidating() {
 	bg_run free st gpu-free "$va"
 	wait_delay "$d0"
 	st mr-dereg "$mr" >/dev/null || fail "dereg failed" $(figures)
-	wait "$pid_load"
-	[ "$(bg_rc load)" != 0 ] ||
-		fail "the load succeeded with nv_mem_nc refused by the core" $(figures)
 	wait "$pid_free"
 	[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
-	loaded $REL_MOD && fail "the module stayed loaded after a failed init" $(figures)
 	! since_mark_has "invalidate: unknown registration handle" ||
 		fail "the free callback called the core's invalidate with a client handle unregistered under it" $(figures)
-	since_mark_has "the load failed \(.*\): waiting for 1 registrations" ||
-		fail "init did not wait for the registration whose callback was in the core" $(figures)
-	st fault-clear >/dev/null
-	st delay "" 0 >/dev/null
-	# shellcheck disable=SC2046
-	load $REL_MOD $(client_params)
-	_lc=$(st leak-check) || fail "load_fails_invalidating left something behind: $_lc" $(figures)
-	REL_RACES=$((REL_RACES + 1))
-	REL_OPS=$((REL_OPS + 6))
+	failed_load_waited "init did not wait for the registration whose callback was in the core" \
+		load_fails_invalidating
 }
 
 # load_fails_declining: load_fails_live's variant=declining.
@@ -107,30 +130,11 @@ load_fails_declining() {
 	echo "$_lines" | head -n 1 | grep -q "nv_mem_nc" ||
 		fail "the load did not fail while the acquire was held: $_lines" $(figures)
 	# both unpins fail: the core releases, the pin stays with the driver
-	st fault put_pages 1 EIO 2 >/dev/null
-	st mr-dereg "$mr" >/dev/null || fail "dereg failed" $(figures)
-	n=0
-	while kill -0 "$pid_load" 2>/dev/null &&
-		! since_mark_has "the load failed \(.*\): waiting for" && [ $n -lt 100 ]; do
-		usleep 50000
-		n=$((n + 1))
-	done
+	dereg_left_pinned 100
 	# the callback runs in our module: loaded, or freed under it
 	st gpu-free "$va" >/dev/null || fail "cudaFree failed" $(figures)
-	wait "$pid_load"
-	[ "$(splats_so_far)" = 0 ] || fail "a splat: the free callback ran after the failed load returned" $(figures)
-	[ "$(bg_rc load)" != 0 ] ||
-		fail "the load succeeded with nv_mem_nc refused by the core" $(figures)
-	loaded $REL_MOD && fail "the module stayed loaded after a failed init" $(figures)
-	since_mark_has "the load failed \(.*\): waiting for 1 registrations" ||
-		fail "init returned without waiting for the registration its held acquire made" $(figures)
-	st fault-clear >/dev/null
-	st delay "" 0 >/dev/null
-	# shellcheck disable=SC2046
-	load $REL_MOD $(client_params)
-	_lc=$(st leak-check) || fail "load_fails_declining left something behind: $_lc" $(figures)
-	REL_RACES=$((REL_RACES + 1))
-	REL_OPS=$((REL_OPS + 6))
+	failed_load_waited "init returned without waiting for the registration its held acquire made" \
+		load_fails_declining
 }
 
 # load_fails_live: see the header.
@@ -149,31 +153,12 @@ load_fails_live() {
 	i=0
 	while [ $i -lt "$rounds" ]; do
 		load_failing_with_mr 6000
-		# both unpins fail: the core releases, the pin stays
-		st fault put_pages 1 EIO 2 >/dev/null
-		st mr-dereg "$mr" >/dev/null || fail "dereg failed" $(figures)
-		# init fails now: it must wait for the registration left pinned
-		n=0
-		while kill -0 "$pid_load" 2>/dev/null &&
-			! since_mark_has "the load failed \(.*\): waiting for" && [ $n -lt 300 ]; do
-			usleep 50000
-			n=$((n + 1))
-		done
+		# both unpins fail: the core releases, the pin stays; init fails
+		# now and must wait for the registration left pinned
+		dereg_left_pinned 300
 		# the callback runs in our module: loaded, or freed under it
 		st gpu-free "$va" >/dev/null || fail "cudaFree failed" $(figures)
-		wait "$pid_load"
-		[ "$(bg_rc load)" != 0 ] ||
-			fail "the load succeeded with nv_mem_nc refused by the core" $(figures)
-		loaded $REL_MOD && fail "the module stayed loaded after a failed init" $(figures)
-		since_mark_has "the load failed \(.*\): waiting for 1 registrations" ||
-			fail "round $i: init returned while a registration was alive" $(figures)
-		st fault-clear >/dev/null
-		st delay "" 0 >/dev/null
-		# shellcheck disable=SC2046
-		load $REL_MOD $(client_params)
-		_lc=$(st leak-check) || fail "round $i left something behind: $_lc" $(figures)
-		REL_RACES=$((REL_RACES + 1))
-		REL_OPS=$((REL_OPS + 6))
+		failed_load_waited "round $i: init returned while a registration was alive" "round $i"
 		i=$((i + 1))
 	done
 }

@@ -58,7 +58,8 @@ impl Tree {
         self.write("/usr/sbin/dkms", "");
     }
 
-    fn check(&self) -> Value {
+    /// doctor's check `id` on this tree.
+    fn doctor_check(&self, id: &str) -> Value {
         let o = Command::new(env!("CARGO_BIN_EXE_peermem-check"))
             .args(["doctor", "--json", "--no-cuda", "--root", &self.root()])
             .output()
@@ -68,9 +69,13 @@ impl Tree {
             .as_array()
             .unwrap()
             .iter()
-            .find(|c| c["id"] == "kernel_build_env")
-            .unwrap_or_else(|| panic!("no kernel_build_env: {v}"))
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("no {id}: {v}"))
             .clone()
+    }
+
+    fn check(&self) -> Value {
+        self.doctor_check("kernel_build_env")
     }
 }
 
@@ -240,29 +245,12 @@ fn the_drop_in_installed_as_nvidia_peermem_ko_counts_as_installed() {
         &format!("/lib/modules/{k}/updates/dkms/nvidia-peermem.ko.zst"),
         "",
     );
-    let c = Command::new(env!("CARGO_BIN_EXE_peermem-check"))
-        .args(["doctor", "--json", "--no-cuda", "--root", &t.root()])
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&c.stdout).unwrap();
-    let dkms = |v: &Value| {
-        v["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["id"] == "dkms_state")
-            .unwrap()
-            .clone()
-    };
-    assert_eq!(dkms(&v)["verdict"], "fail", "{v}");
+    let dkms = t.doctor_check("dkms_state");
+    assert_eq!(dkms["verdict"], "fail", "{dkms}");
     t.write(
         &format!("/lib/modules/{k}/updates/dkms/nvidia_peermem.ko.zst"),
         "",
     );
-    let c = Command::new(env!("CARGO_BIN_EXE_peermem-check"))
-        .args(["doctor", "--json", "--no-cuda", "--root", &t.root()])
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&c.stdout).unwrap();
-    assert_eq!(dkms(&v)["verdict"], "pass", "{v}");
+    let dkms = t.doctor_check("dkms_state");
+    assert_eq!(dkms["verdict"], "pass", "{dkms}");
 }
