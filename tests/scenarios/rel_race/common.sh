@@ -104,6 +104,23 @@ rmmod_refused() {
 	REL_RACES=$((REL_RACES + 1))
 }
 
+# held_window TRIES MS CAP MISSED TRY...: runs the command TRY... with the
+# argument MS until it returns 0. A try that returns 1 did not hold its
+# window (a host too loaded to keep it: nothing was tested, nothing is
+# left) and runs again with the window doubled, at most CAP ms; the
+# TRIES-th miss fails with MISSED.
+held_window() {
+	_hw_left=$1 _hw_ms=$2 _hw_cap=$3 _hw_missed=$4
+	shift 4
+	while ! "$@" "$_hw_ms"; do
+		_hw_left=$((_hw_left - 1))
+		[ $_hw_left -gt 0 ] || fail "$_hw_missed (the last window $_hw_ms ms)" $(figures)
+		log "$_hw_missed in a window of $_hw_ms ms; again with a longer one"
+		_hw_ms=$((_hw_ms * 2))
+		[ $_hw_ms -le "$_hw_cap" ] || _hw_ms=$_hw_cap
+	done
+}
+
 # wait_delay D0: until a delay point was entered since the counter was D0.
 wait_delay() {
 	_w=0

@@ -23,14 +23,12 @@
 #       that ends it runs in our module: loaded, or freed under it. Test
 #       build only (rel_race.sh loads it).
 
-# load_failing_with_mr MS: reloads the module so that its load fails after
-# nv_mem registered: nv_mem is listed and returns 4 s later, then
-# nv_mem_nc's registration waits MS ms before the core refuses it (the
-# second registration call), the load running in the background
-# ($pid_load). Meanwhile registers an MR of 128 KiB, which nv_mem takes
-# ($va, $mr). (1 s was too short under TCG to arm the second delay in
-# time.)
-load_failing_with_mr() {
+# start_failing_load [PARAM ...]: reloads the module (with PARAMs besides
+# the client's) in the background ($pid_load) so that its load fails after
+# nv_mem registered: nv_mem's registration returns 4 s after the core
+# listed it, then the core refuses nv_mem_nc's (the second registration
+# call). Returns once nv_mem is listed. Sets $va, 128 KiB of GPU memory.
+start_failing_load() {
 	rmmod $REL_MOD || fail "rmmod of an idle module failed" $(figures)
 	_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
 	va=$(sval va "$_o")
@@ -39,8 +37,16 @@ load_failing_with_mr() {
 	d0=$(ctr delays_taken)
 	st delay register_client_done 4000 1 >/dev/null
 	# shellcheck disable=SC2046
-	bg_run load modload $REL_MOD $(client_params)
+	bg_run load modload $REL_MOD $(client_params) "$@"
 	wait_delay "$d0"
+}
+
+# load_failing_with_mr MS: start_failing_load, with nv_mem_nc's
+# registration waiting MS ms before the core refuses it. Meanwhile
+# registers an MR of $va, which nv_mem takes ($mr). (1 s was too short
+# under TCG to arm the second delay in time.)
+load_failing_with_mr() {
+	start_failing_load
 	d0=$(ctr delays_taken)
 	st delay register_client "$1" 1 >/dev/null
 	wait_delay "$d0"
@@ -104,16 +110,7 @@ load_fails_invalidating() {
 
 # load_fails_declining: load_fails_live's variant=declining.
 load_fails_declining() {
-	rmmod $REL_MOD || fail "rmmod of an idle module failed" $(figures)
-	_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
-	va=$(sval va "$_o")
-	mark
-	st fault register_client 2 ENOMEM >/dev/null
-	d0=$(ctr delays_taken)
-	st delay register_client_done 4000 1 >/dev/null
-	# shellcheck disable=SC2046
-	bg_run load modload $REL_MOD $(client_params) test_delay=acquire_module_ref test_delay_ms=5000
-	wait_delay "$d0"
+	start_failing_load test_delay=acquire_module_ref test_delay_ms=5000
 	# nv_mem is registered; nv_mem_nc's registration fails 2 s from now,
 	# while the acquire below is held
 	d0=$(ctr delays_taken)

@@ -176,7 +176,10 @@ tail_unload_try() {
 	[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
 	since_mark_has "test delay free_callback_tail: done" ||
 		fail "round $i: the held callback never came back" $(figures)
-	! loaded $REL_MOD
+	! loaded $REL_MOD || {
+		log "round $i: $n rmmod tries before the callback came back, the last said: $(cat /tmp/rmmod.err)"
+		return 1
+	}
 }
 
 # callback_tail_unload: see the header. A host too loaded to keep the
@@ -187,14 +190,7 @@ callback_tail_unload() {
 	[ "$pers" = 0 ] || fail "callback_tail_unload needs persistent_api_support=0 (a free callback)"
 	i=0
 	while [ $i -lt "$rounds" ]; do
-		_ms=4000
-		while ! tail_unload_try $_ms; do
-			[ $_ms -lt 12000 ] ||
-				fail "round $i: rmmod never won while the callback was held ($n tries in the last window of $_ms ms, the last said: $(cat /tmp/rmmod.err))" $(figures)
-			log "round $i: the callback came back before an rmmod won in $_ms ms ($n tries, the last said: $(cat /tmp/rmmod.err)); again with a longer window"
-			_ms=$((_ms * 2))
-			[ $_ms -le 12000 ] || _ms=12000
-		done
+		held_window 3 4000 12000 "round $i: rmmod never won while the callback was held" tail_unload_try
 		REL_RACES=$((REL_RACES + 1))
 		REL_OPS=$((REL_OPS + 4))
 		# shellcheck disable=SC2046

@@ -61,17 +61,8 @@ teardown_races() {
 	while [ $i -lt "$rounds" ]; do
 		# a) only with a free callback (persistent_api_support=0)
 		if [ "$pers" = 0 ]; then
-			_ms=4000
-			_try=0
-			while ! rmmod_while_callback_try $_ms; do
-				_try=$((_try + 1))
-				[ $_try -lt 4 ] ||
-					fail "the free callback ended before rmmod was refused in four tries (the last window $_ms ms): the window was missed" $(figures)
-				log "the free callback ended before rmmod was refused in $_ms ms; again with a longer window"
-				# at most 16 s: a task asleep 30 s is reported hung
-				_ms=$((_ms * 2))
-				[ $_ms -le 16000 ] || _ms=16000
-			done
+			# at most 16 s: a task asleep 30 s is reported hung
+			held_window 4 4000 16000 "the free callback ended before rmmod was refused" rmmod_while_callback_try
 		fi
 		# b) A module unloaded while the deregistration was still
 		# inside put_pages would fail the deregistration or report a
