@@ -91,55 +91,77 @@ rmmod_during_reg() {
 # unregistering) and its acquire runs too, while the module's exit waits
 # for it. Both must decline cleanly (no module reference taken or put), the
 # registration fail, the unload finish; repeated with the module reloaded.
+# acquire_going_try MS: one try of an acquire_while_going round, the
+# registration held MS ms right before the core asks nv_mem. Returns 1,
+# with nothing of the try left, when the registration got past the window
+# before rmmod ran: it then holds the module, and rmmod is refused (a host
+# too loaded to keep the window; nothing was tested).
+acquire_going_try() {
+	_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+	va=$(sval va "$_o")
+	mark
+	d0=$(ctr delays_taken)
+	st delay acquire "$1" 1 >/dev/null
+	# variant=unuse: the last user of the client (in the old core, this
+	# acquire) also sleeps between its decrement and its wake-up of the
+	# unregistration (the soak's KASAN use-after-free).
+	[ "$variant" != unuse ] || st delay client_unuse 1500 1 >/dev/null
+	bg_run reg st mr-reg "$va" 128K
+	# rmmod once the registration sleeps in the window (not before)
+	w=0
+	while [ "$(ctr delays_taken)" = "$d0" ] && [ $w -lt 100 ]; do
+		usleep 20000
+		w=$((w + 1))
+	done
+	# rmmod with a bounded wait: a client that accepts the acquire of a
+	# going module (a module reference taken with no check) has the
+	# registration complete, and the unload then waits in the core's
+	# unregistration for an MR nobody will deregister
+	bg_run rmmod rmmod $REL_MOD
+	w=0
+	while kill -0 "$pid_rmmod" 2>/dev/null && [ $w -lt 150 ]; do
+		usleep 100000
+		w=$((w + 1))
+	done
+	if kill -0 "$pid_rmmod" 2>/dev/null; then
+		wait "$pid_reg"
+		# free the unload: deregister what the going module took
+		out=$(cat /tmp/bg.reg)
+		[ "$(bg_rc reg)" = 0 ] && st mr-dereg "$(sval mr "$out")" >/dev/null
+		wait "$pid_rmmod"
+		fail "round $i: rmmod hung 15 s in the core's unregistration: the going module accepted the acquire and the registration went on ($(echo "$out" | head -n 1))" $(figures)
+	fi
+	wait "$pid_reg"
+	if [ "$(bg_rc rmmod)" != 0 ]; then
+		# Refused: only a registration that got past the window before
+		# rmmod ran may hold the module, and its deregistration must
+		# give the reference back.
+		[ "$(bg_rc reg)" = 0 ] ||
+			fail "rmmod of a module with no registration failed: $(cat /tmp/bg.rmmod)" $(figures)
+		st mr-dereg "$(sval mr "$(cat /tmp/bg.reg)")" >/dev/null || fail "dereg" $(figures)
+		st delay "" 0 >/dev/null
+		st gpu-free "$va" >/dev/null
+		[ "$(refcnt)" = "$REL_IDLE_REF" ] ||
+			fail "rmmod refused with refcount $(refcnt) after the only registration went: $(cat /tmp/bg.rmmod)" $(figures)
+		return 1
+	fi
+	[ "$(bg_rc reg)" != 0 ] || fail "a registration succeeded on an unloaded client: $(cat /tmp/bg.reg)" $(figures)
+	# The window was reached: the core's unregistration of nv_mem waited
+	# for the acquire we held (for the client-list mutex the acquires run
+	# under, as in the real core; or, if it got there before the acquire
+	# took it, for the registration in flight).
+	since_mark_has "unregister: waiting for the client list|unregister nv_mem: waiting for 1 registrations" ||
+		fail "round $i: the acquire was not in flight during the unload" $(figures)
+	if [ "$variant" = unuse ] && [ $(($(ctr delays_taken) - d0)) -lt 2 ]; then
+		fail "round $i: the last user's wake-up window (client_unuse) was not reached" $(figures)
+	fi
+}
+
+# acquire_while_going: see the header.
 acquire_while_going() {
 	i=0
 	while [ $i -lt "$rounds" ]; do
-		_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
-		va=$(sval va "$_o")
-		mark
-		d0=$(ctr delays_taken)
-		st delay acquire 1500 1 >/dev/null
-		# variant=unuse: the last user of the client (in the old core,
-		# this acquire) also sleeps between its decrement and its wake-up
-		# of the unregistration (the soak's KASAN use-after-free).
-		[ "$variant" != unuse ] || st delay client_unuse 1500 1 >/dev/null
-		bg_run reg st mr-reg "$va" 128K
-		# rmmod once the registration sleeps in the window (not before)
-		w=0
-		while [ "$(ctr delays_taken)" = "$d0" ] && [ $w -lt 100 ]; do
-			usleep 20000
-			w=$((w + 1))
-		done
-		# rmmod with a bounded wait: a client that accepts the acquire
-		# of a going module (a module reference taken with no check)
-		# has the registration complete, and the unload then waits in
-		# the core's unregistration for an MR nobody will deregister
-		bg_run rmmod rmmod $REL_MOD
-		w=0
-		while kill -0 "$pid_rmmod" 2>/dev/null && [ $w -lt 150 ]; do
-			usleep 100000
-			w=$((w + 1))
-		done
-		if kill -0 "$pid_rmmod" 2>/dev/null; then
-			wait "$pid_reg"
-			# free the unload: deregister what the going module took
-			out=$(cat /tmp/bg.reg)
-			[ "$(bg_rc reg)" = 0 ] && st mr-dereg "$(sval mr "$out")" >/dev/null
-			wait "$pid_rmmod"
-			fail "round $i: rmmod hung 15 s in the core's unregistration: the going module accepted the acquire and the registration went on ($(echo "$out" | head -n 1))" $(figures)
-		fi
-		[ "$(bg_rc rmmod)" = 0 ] || fail "rmmod of a module with no registration failed: $(cat /tmp/bg.rmmod)" $(figures)
-		wait "$pid_reg"
-		[ "$(bg_rc reg)" != 0 ] || fail "a registration succeeded on an unloaded client: $(cat /tmp/bg.reg)" $(figures)
-		# The window was reached: the core's unregistration of nv_mem
-		# waited for the acquire we held (for the client-list mutex the
-		# acquires run under, as in the real core; or, if it got there
-		# before the acquire took it, for the registration in flight).
-		since_mark_has "unregister: waiting for the client list|unregister nv_mem: waiting for 1 registrations" ||
-			fail "round $i: the acquire was not in flight during the unload" $(figures)
-		if [ "$variant" = unuse ] && [ $(($(ctr delays_taken) - d0)) -lt 2 ]; then
-			fail "round $i: the last user's wake-up window (client_unuse) was not reached" $(figures)
-		fi
+		held_window 4 1500 12000 "round $i: the registration got past its window before rmmod ran" acquire_going_try
 		REL_RACES=$((REL_RACES + 1))
 		REL_OPS=$((REL_OPS + 3))
 		st delay "" 0 >/dev/null
