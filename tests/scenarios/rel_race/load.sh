@@ -23,33 +23,37 @@
 #       that ends it runs in our module: loaded, or freed under it. Test
 #       build only (rel_race.sh loads it).
 
-# start_failing_load [PARAM ...]: reloads the module (with PARAMs besides
-# the client's) in the background ($pid_load) so that its load fails after
-# nv_mem registered: nv_mem's registration returns 4 s after the core
-# listed it, then the core refuses nv_mem_nc's (the second registration
-# call). Returns once nv_mem is listed. Sets $va, 128 KiB of GPU memory.
+# start_failing_load MS [PARAM ...]: reloads the module (with PARAMs
+# besides the client's) in the background ($pid_load) so that its load
+# fails after nv_mem registered: each of its two registration calls sleeps
+# MS ms first, and the core refuses the second (nv_mem_nc's). Both delays
+# are armed before the load starts (arming the second while the load runs
+# was outrun on a loaded host). Returns once nv_mem is listed and
+# nv_mem_nc's call sleeps. Sets $va, 128 KiB of GPU memory.
 start_failing_load() {
+	_ms=$1
+	shift
 	rmmod $REL_MOD || fail "rmmod of an idle module failed" $(figures)
 	_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
 	va=$(sval va "$_o")
 	mark
 	st fault register_client 2 ENOMEM >/dev/null
 	d0=$(ctr delays_taken)
-	st delay register_client_done 4000 1 >/dev/null
+	st delay register_client "$_ms" 2 >/dev/null
 	# shellcheck disable=SC2046
 	bg_run load modload $REL_MOD $(client_params) "$@"
-	wait_delay "$d0"
+	_w=0
+	while [ "$(ctr delays_taken)" -lt $((d0 + 2)) ]; do
+		_w=$((_w + 1))
+		[ $_w -le $((_ms / 100 + 300)) ] || fail "the load never reached nv_mem_nc's registration" $(figures)
+		usleep 100000
+	done
 }
 
-# load_failing_with_mr MS: start_failing_load, with nv_mem_nc's
-# registration waiting MS ms before the core refuses it. Meanwhile
-# registers an MR of $va, which nv_mem takes ($mr). (1 s was too short
-# under TCG to arm the second delay in time.)
+# load_failing_with_mr MS: start_failing_load MS. Meanwhile registers an MR
+# of $va, which nv_mem takes ($mr).
 load_failing_with_mr() {
-	start_failing_load
-	d0=$(ctr delays_taken)
-	st delay register_client "$1" 1 >/dev/null
-	wait_delay "$d0"
+	start_failing_load "$1"
 	_o=$(st mr-reg "$va" 128K) || fail "mr-reg while the load runs: $_o" $(figures)
 	mr=$(sval mr "$_o")
 	[ "$(sval client "$_o")" = nv_mem ] ||
@@ -110,12 +114,9 @@ load_fails_invalidating() {
 
 # load_fails_declining: load_fails_live's variant=declining.
 load_fails_declining() {
-	start_failing_load test_delay=acquire_module_ref test_delay_ms=5000
 	# nv_mem is registered; nv_mem_nc's registration fails 2 s from now,
 	# while the acquire below is held
-	d0=$(ctr delays_taken)
-	st delay register_client 2000 1 >/dev/null
-	wait_delay "$d0"
+	start_failing_load 2000 test_delay=acquire_module_ref test_delay_ms=5000
 	bg_run reg st mr-reg "$va" 128K
 	await_test_delay acquire_module_ref
 	wait "$pid_reg"

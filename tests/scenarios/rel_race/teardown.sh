@@ -62,7 +62,7 @@ teardown_races() {
 		# a) only with a free callback (persistent_api_support=0)
 		if [ "$pers" = 0 ]; then
 			# at most 16 s: a task asleep 30 s is reported hung
-			held_window 4 4000 16000 "the free callback ended before rmmod was refused" rmmod_while_callback_try
+			held_window 4 8000 16000 "the free callback ended before rmmod was refused" rmmod_while_callback_try
 		fi
 		# b) A module unloaded while the deregistration was still
 		# inside put_pages would fail the deregistration or report a
