@@ -9,29 +9,16 @@ use std::process::Command;
 
 use serde_json::Value;
 
+mod fake_root;
+use fake_root::FakeRoot as Tree;
+
 /// Ubuntu 26.04's generic kernel records this rustc (Ubuntu's rustc-1.93
 /// package, built from the source tarball).
 const RUSTC_2604: &str = "rustc 1.93.1 (01f6ddf75 2026-02-11) (built from a source tarball)";
 /// Ubuntu 24.04's HWE 6.17 kernel: rustc-1.82.
 const RUSTC_HWE: &str = "rustc 1.82.0 (f6e511eec 2024-10-15) (built from a source tarball)";
 
-struct Tree(tempfile::TempDir);
-
 impl Tree {
-    fn new() -> Self {
-        Tree(tempfile::tempdir().unwrap())
-    }
-
-    fn write(&self, p: &str, text: &str) {
-        let f = self.0.path().join(p.trim_start_matches('/'));
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, text).unwrap();
-    }
-
-    fn root(&self) -> String {
-        self.0.path().to_str().unwrap().to_string()
-    }
-
     /// An Ubuntu node running `kver`, its config from the kernel package.
     fn ubuntu(version_id: &str, kver: &str, config: &str) -> Self {
         let t = Tree::new();
@@ -61,7 +48,7 @@ impl Tree {
     /// doctor's check `id` on this tree.
     fn doctor_check(&self, id: &str) -> Value {
         let o = Command::new(env!("CARGO_BIN_EXE_peermem-check"))
-            .args(["doctor", "--json", "--no-cuda", "--root", &self.root()])
+            .args(["doctor", "--json", "--no-cuda", "--root", &self.path()])
             .output()
             .unwrap();
         let v: Value = serde_json::from_slice(&o.stdout).unwrap();

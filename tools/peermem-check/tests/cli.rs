@@ -11,6 +11,8 @@ use serde_json::Value;
 // One copy for the workspace: the test bed's crate keeps it.
 #[path = "../../../tests/sim-client/tests/common/mod.rs"]
 mod common;
+mod fake_root;
+use fake_root::FakeRoot;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_peermem-check"))
@@ -37,26 +39,6 @@ fn doctor(tree: &str) -> (Output, Value) {
     let o = run(&["doctor", "--json", "--root", &fixture(tree)]);
     let v = json_of(&o);
     (o, v)
-}
-
-/// An empty fake root (`--root`) for doctor, filled file by file.
-struct FakeRoot(tempfile::TempDir);
-
-impl FakeRoot {
-    fn new() -> Self {
-        FakeRoot(tempfile::tempdir().unwrap())
-    }
-
-    /// Writes `text` at the absolute path `p` inside the fake root.
-    fn write(&self, p: &str, text: &str) {
-        let f = self.0.path().join(p.trim_start_matches('/'));
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, text).unwrap();
-    }
-
-    fn path(&self) -> String {
-        self.0.path().to_str().unwrap().to_string()
-    }
 }
 
 fn verdict_of<'a>(v: &'a Value, id: &str) -> &'a str {
