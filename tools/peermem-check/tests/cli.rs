@@ -12,7 +12,7 @@ use serde_json::Value;
 #[path = "../../../tests/sim-client/tests/common/mod.rs"]
 mod common;
 mod fake_root;
-use fake_root::FakeRoot;
+use fake_root::{doctor_check as check_of, FakeRoot};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_peermem-check"))
@@ -523,18 +523,6 @@ fn doctor_tells_the_drop_in_from_nvidias_module() {
         "{}",
         detail()
     );
-}
-
-/// One check of doctor's JSON on a fake root.
-fn check_of(root: &str, id: &str) -> Value {
-    let v = json_of(&run(&["doctor", "--json", "--no-cuda", "--root", root]));
-    v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == id)
-        .unwrap_or_else(|| panic!("no check {id}: {v}"))
-        .clone()
 }
 
 #[test]

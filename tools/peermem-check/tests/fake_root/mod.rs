@@ -22,3 +22,20 @@ impl FakeRoot {
         self.0.path().to_str().unwrap().to_string()
     }
 }
+
+/// Check `id` of `peermem-check doctor --json --no-cuda --root ROOT`.
+pub fn doctor_check(root: &str, id: &str) -> serde_json::Value {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_peermem-check"))
+        .args(["doctor", "--json", "--no-cuda", "--root", root])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("doctor's output is not JSON ({e}): {o:?}"));
+    v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no check {id}: {v}"))
+        .clone()
+}
