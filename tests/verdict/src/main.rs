@@ -162,8 +162,10 @@ fn summary_cmd(args: &[String]) -> Result<bool, String> {
         i += 2;
     }
     let mut host = verdict::Counts::default();
+    let mut failed_host_tests = Vec::new();
     if let Some(log) = &cargo_log {
         let log = read(log).ok();
+        failed_host_tests = summary::failed_cargo_tests(log.as_deref().unwrap_or_default());
         let status = cargo_status.as_deref().and_then(|f| read(f).ok());
         let skips = host_skips
             .as_deref()
@@ -198,6 +200,14 @@ fn summary_cmd(args: &[String]) -> Result<bool, String> {
                 "the run fails (a reference machine has none; PEERMEM_ALLOW_SKIPS=1 accepts them)"
             }
         );
+    }
+    let mut failed = failed_host_tests;
+    failed.extend(summary::failures(&verdicts, 240));
+    if !failed.is_empty() {
+        println!("failed ({}):", failed.len());
+        for line in &failed {
+            println!("  {line}");
+        }
     }
     if shrunk.is_empty() {
         println!("{total}");

@@ -208,6 +208,37 @@ pub fn render(verdicts: &[SuiteVerdict], out: &mut String) -> Counts {
     counts
 }
 
+/// The host tests a `cargo test` log reports failed (`test NAME ... FAILED`),
+/// as `host-tests / NAME`.
+pub fn failed_cargo_tests(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| l.strip_prefix("test ")?.strip_suffix(" ... FAILED"))
+        .map(|name| format!("host-tests / {name}"))
+        .collect()
+}
+
+/// The failed tests again, one line each (`suite / test: reason`, the
+/// reason cut to `width` characters), for the end of the run: a CI log
+/// that keeps only its last lines still names what failed.
+pub fn failures(verdicts: &[SuiteVerdict], width: usize) -> Vec<String> {
+    verdicts
+        .iter()
+        .flat_map(|v| {
+            v.tests
+                .iter()
+                .filter(|t| !t.passed && !t.skipped)
+                .map(move |t| {
+                    let reason = t.reason.replace('\n', " ");
+                    let reason = match reason.char_indices().nth(width) {
+                        Some((at, _)) => format!("{}...", &reason[..at]),
+                        None => reason,
+                    };
+                    format!("{} / {}: {reason}", v.suite, t.name)
+                })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +265,8 @@ mod tests {
             }
         );
         assert_eq!(r.binaries, 3);
+        let log = "test a::ok ... ok\ntest b::broken ... FAILED\ntest result: FAILED.\n";
+        assert_eq!(failed_cargo_tests(log), vec!["host-tests / b::broken"]);
         assert!(r.silent.is_empty());
         assert_eq!(cargo_report("nothing"), CargoReport::default());
     }
@@ -300,5 +333,42 @@ mod tests {
         assert!(t.skipped && !t.passed);
         assert_eq!(t.name, "host:cli::binary_starts_without_libibverbs");
         assert_eq!(t.reason, "no readelf");
+    }
+
+    #[test]
+    fn failures_are_named_again_with_their_suite() {
+        let pass = TestResult {
+            name: "scenario:a".into(),
+            passed: true,
+            skipped: false,
+            cut: false,
+            reason: String::new(),
+            figures: BTreeMap::new(),
+            evidence: Vec::new(),
+        };
+        let fail = TestResult {
+            name: "scenario:b".into(),
+            passed: false,
+            reason: "window missed\nafter 3 tries".into(),
+            ..pass.clone()
+        };
+        let skip = TestResult {
+            name: "scenario:c".into(),
+            skipped: true,
+            cut: true,
+            ..fail.clone()
+        };
+        let v = vec![SuiteVerdict {
+            suite: "rel-races (kernel 7.1-ubuntu)".into(),
+            tests: vec![pass, fail, skip],
+        }];
+        assert_eq!(
+            failures(&v, 200),
+            vec!["rel-races (kernel 7.1-ubuntu) / scenario:b: window missed after 3 tries"]
+        );
+        assert_eq!(
+            failures(&v, 6),
+            vec!["rel-races (kernel 7.1-ubuntu) / scenario:b: window..."]
+        );
     }
 }
