@@ -4,9 +4,9 @@
  * the Rust crate; nothing here is exported.
  */
 #include <linux/debugfs.h>
-#include <linux/delay.h>
 #include <linux/kobject.h>
 #include <linux/lockdep.h>
+#include <linux/math64.h>
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/rcupdate.h>
@@ -14,6 +14,7 @@
 #include <linux/sched.h>
 #include <linux/sched/mm.h>
 #include <linux/spinlock.h>
+#include <linux/timekeeping.h>
 #include <linux/wait.h>
 #include <nvidia/nv-p2p.h>
 
@@ -229,6 +230,7 @@ static DEFINE_SPINLOCK(pm_test_delay_lock);
 void pm_shim_test_delay(unsigned int point)
 {
 	unsigned int ms = 0;
+	u64 start, end;
 
 	if (point >= ARRAY_SIZE(pm_test_points) || !pm_test_points[point])
 		return;
@@ -242,8 +244,18 @@ void pm_shim_test_delay(unsigned int point)
 	if (!ms)
 		return;
 	pr_info("test delay %s: %u ms\n", pm_test_points[point], ms);
-	mdelay(ms);
-	pr_info("test delay %s: done\n", pm_test_points[point]);
+	/*
+	 * Timed by the clock, not by mdelay(): under QEMU TCG a secondary
+	 * CPU without a constant TSC calibrates its own delay loop, and that
+	 * value is off by up to 20x either way, which would shorten or
+	 * stretch the window by as much on whichever CPU this thread runs.
+	 */
+	start = ktime_get_ns();
+	end = start + (u64)ms * NSEC_PER_MSEC;
+	while (ktime_get_ns() < end)
+		cpu_relax();
+	pr_info("test delay %s: done after %llu ms on CPU %d\n", pm_test_points[point],
+		div_u64(ktime_get_ns() - start, NSEC_PER_MSEC), raw_smp_processor_id());
 }
 
 #ifdef CONFIG_LOCKDEP

@@ -52,6 +52,37 @@ await_test_delay() {
 	since_mark_has "test delay $1: [0-9]+ ms" || fail "the test build's delay point $1 was never reached" $(figures)
 }
 
+# test_delay_held POINT: the last pass through the test build's delay point
+# POINT since the mark lasted at least the time it was armed for, by the
+# kernel log's clock. A shorter hold tests less than the scenario says
+# (the other side may never have run inside it).
+test_delay_held() {
+	_h=$(since_mark | awk -v p="test delay $1: " '
+		{
+			i = index($0, p)
+			if (!i)
+				next
+			t = $0
+			sub(/^\[ */, "", t)
+			sub(/\].*/, "", t)
+			rest = substr($0, i + length(p))
+			if (rest ~ /^[0-9]+ ms/) {
+				t0 = t
+				ms = rest + 0
+			} else if (rest ~ /^done/ && t0 != "") {
+				held = int((t - t0) * 1000)
+				asked = ms
+			}
+		}
+		END { if (asked != "") print held, asked }')
+	[ -n "$_h" ] || fail "no whole pass through the delay point $1 in the kernel log" $(figures)
+	# shellcheck disable=SC2086 # two numbers
+	set -- "$1" $_h
+	log "the delay point $1 held $2 ms ($3 ms armed)"
+	[ "$2" -ge $(($3 * 9 / 10)) ] ||
+		fail "the delay point $1 held $2 ms of the $3 ms armed: the window was shorter than the scenario assumes" $(figures)
+}
+
 # release_waited: how many releases of our module have waited so.
 release_waited() {
 	sed -n 's/^release_waited_for_invalidation //p' /sys/kernel/debug/$REL_MOD/stats

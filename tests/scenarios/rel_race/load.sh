@@ -124,6 +124,7 @@ load_fails_declining() {
 	mr=$(sval mr "$(cat /tmp/bg.reg)")
 	[ "$(sval client "$(cat /tmp/bg.reg)")" = nv_mem ] ||
 		fail "the MR went to $(sval client "$(cat /tmp/bg.reg)"), not nv_mem" $(figures)
+	test_delay_held acquire_module_ref
 	_lines=$(since_mark | grep -n -E "refused client \"nv_mem_nc\"|test delay acquire_module_ref: done")
 	echo "$_lines" | head -n 1 | grep -q "nv_mem_nc" ||
 		fail "the load did not fail while the acquire was held: $_lines" $(figures)

@@ -198,6 +198,7 @@ tail_unload_try() {
 	[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
 	since_mark_has "test delay free_callback_tail: done" ||
 		fail "round $i: the held callback never came back" $(figures)
+	test_delay_held free_callback_tail
 	! loaded $REL_MOD || {
 		log "round $i: $n rmmod tries before the callback came back, the last said: $(cat /tmp/rmmod.err)"
 		return 1
