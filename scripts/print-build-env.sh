@@ -53,12 +53,22 @@ has_libclang() {
 # installs in /boot (Ubuntu nodes without the headers still have it).
 kconfig=$kdir/.config
 [ -f "$kconfig" ] || kconfig=$root/boot/config-$kver
+# Else the running kernel's own config (CONFIG_IKCONFIG_PROC), where the
+# kernel came with no /boot nor headers (a cloud provider's, say).
+running=$(cat "$root/proc/sys/kernel/osrelease" 2>/dev/null || uname -r)
+if [ ! -f "$kconfig" ] && [ "$kver" = "$running" ] && [ -f "$root/proc/config.gz" ]; then
+	proc_config=$(mktemp)
+	trap 'rm -f "$proc_config"' EXIT
+	gzip -dc "$root/proc/config.gz" >"$proc_config" 2>/dev/null && kconfig=$proc_config
+fi
 # conf NAME: the value of CONFIG_NAME in the kernel's config ("" if unset).
 conf() {
 	sed -n "s/^CONFIG_$1=//p" "$kconfig" 2>/dev/null | sed 's/^"\(.*\)"$/\1/' | head -n 1
 }
 
-# Ubuntu, and the flavour of its kernel (7.0.0-14-generic: generic).
+# Ubuntu, and the flavour of its kernel (7.0.0-14-generic: generic). A
+# kernel on Ubuntu whose release is not of that shape is not Ubuntu's: its
+# archive has no headers nor lib-rust package for it, and none is named.
 os_id=$(sed -n 's/^ID=//p' "$root/etc/os-release" 2>/dev/null | tr -d '"' | head -n 1)
 os_ver=$(sed -n 's/^VERSION_ID=//p' "$root/etc/os-release" 2>/dev/null | tr -d '"' | head -n 1)
 flavour=
@@ -74,6 +84,8 @@ lib_rust=$root/usr/src/linux-lib-rust-$kver/rust
 
 echo "nvidia_peermem_rs: can this node build the module? (KDIR=$kdir)"
 [ -z "$os_id" ] || echo "  os: $os_id ${os_ver}${flavour:+, kernel flavour $flavour}"
+[ "$os_id" != ubuntu ] || [ -n "$flavour" ] ||
+	echo "  os: kernel $kver is not one of Ubuntu's (its archive has no packages for it)"
 
 # A kernel without Rust, or an Ubuntu flavour built without linux-lib-rust
 # (DGX OS's linux-nvidia, the cloud kernels): nothing to install helps.
@@ -83,6 +95,8 @@ if [ -f "$kconfig" ] && [ "$(conf RUST)" != y ]; then
 	no "CONFIG_RUST" "not set in $kver$why: this kernel cannot build or load Rust modules"
 	if [ -n "$flavour" ]; then
 		echo "verdict: NO: $boot_generic"
+	elif [ "$os_id" = ubuntu ]; then
+		echo "verdict: NO: boot a kernel built with CONFIG_RUST=y, such as Ubuntu's generic kernel (sudo apt install $generic, reboot into it, then run this again)"
 	else
 		echo "verdict: NO: boot a kernel built with CONFIG_RUST=y (README: 'Does it run on my node?')"
 	fi
@@ -99,7 +113,7 @@ azure | gcp | gke | aws | oracle | nvidia)
 esac
 
 if [ ! -f "$kdir/.config" ] || [ ! -f "$kdir/Makefile" ]; then
-	if [ "$os_id" = ubuntu ]; then
+	if [ -n "$flavour" ]; then
 		no "kernel build tree" "none at $kdir"
 		need "linux-headers-$kver" "linux-lib-rust-$kver"
 		rpkg=$(sed -n 's/^rustc \([0-9]*\)\.\([0-9]*\)\..*/rustc-\1.\2/p' <<<"$(conf RUSTC_VERSION_TEXT)")
@@ -221,7 +235,7 @@ done
 [ "$(conf X86_64)" != y ] || [ -e "$kdir/scripts/target.json" ] || missing+=(scripts/target.json)
 if [ ${#missing[@]} -eq 0 ]; then
 	ok "Rust build artefacts" "$rustdir: libkernel.rmeta, libmacros.so, ... present"
-elif [ "$os_id" = ubuntu ]; then
+elif [ -n "$flavour" ]; then
 	no "Rust build artefacts" "missing ${missing[*]} (Ubuntu ships them in linux-lib-rust-$kver)"
 	need "linux-lib-rust-$kver"
 else

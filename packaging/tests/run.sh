@@ -140,7 +140,7 @@ test_print_build_env_ubuntu() {
 	local d=$T/pbe tools=$T/pbe-tools o rc
 	rm -rf "$d" "$tools" && mkdir -p "$d" "$tools" || return 1
 	local tool
-	for tool in bash sh sed cat head tr readlink awk uname grep sort env dirname basename; do
+	for tool in bash sh sed cat head tr readlink awk uname grep sort env dirname basename gzip mktemp rm; do
 		ln -s "$(command -v "$tool")" "$tools/$tool" || die "no $tool on this host"
 	done
 	stub() { # ROOT NAME OUTPUT
@@ -225,6 +225,26 @@ test_print_build_env_ubuntu() {
 	[ "$rc" = 1 ] || die "azure without lib-rust passed"
 	has "Ubuntu builds its -azure kernels without linux-lib-rust"
 	has "verdict: NO: boot the generic kernel: sudo apt install linux-generic,"
+	# A cloud machine's kernel on Ubuntu 24.04 (as on a GPU node seen):
+	# not Ubuntu's, no /boot nor /lib/modules, its config only in
+	# /proc/config.gz, Rust off. No Ubuntu package is named for it.
+	local fc=6.18.44-fc-v657-gpu
+	mkdir -p "$d/fc/etc" "$d/fc/proc/sys/kernel"
+	printf 'NAME="Ubuntu"\nID=ubuntu\nVERSION_ID="24.04"\n' >"$d/fc/etc/os-release"
+	echo "$fc" >"$d/fc/proc/sys/kernel/osrelease"
+	printf 'CONFIG_X86_64=y\nCONFIG_RUSTC_VERSION=0\nCONFIG_MODULES=y\n' | gzip >"$d/fc/proc/config.gz"
+	pbe fc "$fc"
+	[ "$rc" = 1 ] || die "a kernel without Rust passed"
+	has "kernel $fc is not one of Ubuntu's"
+	has "CONFIG_RUST            not set in $fc"
+	has "verdict: NO: boot a kernel built with CONFIG_RUST=y, such as Ubuntu's generic kernel (sudo apt install linux-generic-hwe-24.04"
+	[[ "$o" != *"linux-headers-$fc"* ]] || die "names an Ubuntu package for a kernel not Ubuntu's"
+	# The same kernel with Rust: no build tree, and still no package named.
+	printf 'CONFIG_X86_64=y\nCONFIG_RUST=y\n' | gzip >"$d/fc/proc/config.gz"
+	pbe fc "$fc"
+	[ "$rc" = 1 ] || die "a node without a build tree passed"
+	has "kernel build tree      none at"
+	[[ "$o" != *"apt install"* ]] || die "names an Ubuntu package for a kernel not Ubuntu's"
 }
 
 # --- systemd unit -------------------------------------------------------------

@@ -2,7 +2,8 @@
 //! doctor's "Kernel can build the module" on Ubuntu-shaped trees: the
 //! 26.04 generic kernel with and without its packages, the 24.04 HWE
 //! kernel with its dangling `rust` link, DGX OS's linux-nvidia kernel
-//! (Rust off) and an azure kernel (no linux-lib-rust).
+//! (Rust off), an azure kernel (no linux-lib-rust) and a kernel on Ubuntu
+//! that is not Ubuntu's (a cloud machine's, its config in /proc/config.gz).
 
 use std::os::unix::fs::symlink;
 
@@ -204,6 +205,56 @@ fn not_ubuntu_without_rust_fails_and_with_rust_passes() {
     assert!(s(&c["fix"]).contains("CONFIG_RUST=y"), "{c}");
     t.write("/boot/config-6.1.0-56-amd64", "CONFIG_RUST=y\n");
     assert_eq!(t.check()["verdict"], "pass");
+}
+
+/// A cloud machine's kernel on Ubuntu 24.04, as seen on a GPU node: not
+/// one of Ubuntu's (no `<abi>-<flavour>`), no `/boot`, no `/lib/modules`,
+/// its config only in `/proc/config.gz`, with no Rust in it.
+fn foreign_kernel_on_ubuntu(config: &str) -> Tree {
+    use std::io::Write;
+    let t = Tree::new();
+    t.write(
+        "/etc/os-release",
+        "NAME=\"Ubuntu\"\nID=ubuntu\nVERSION_ID=\"24.04\"\n",
+    );
+    t.write("/proc/sys/kernel/osrelease", "6.18.44-fc-v657-gpu\n");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(config.as_bytes()).unwrap();
+    let f = t.0.path().join("proc/config.gz");
+    std::fs::write(f, gz.finish().unwrap()).unwrap();
+    t
+}
+
+#[test]
+fn a_kernel_not_from_ubuntu_gets_no_ubuntu_package_names() {
+    // Rust off (CONFIG_RUST absent: its toolchain was missing at build).
+    let t = foreign_kernel_on_ubuntu("CONFIG_RUSTC_VERSION=0\nCONFIG_MODULES=y\n");
+    let c = t.check();
+    assert_eq!(c["verdict"], "fail", "{c}");
+    assert_eq!(c["data"]["config_source"], "/proc/config.gz", "{c}");
+    assert_eq!(
+        s(&c["detail"]),
+        "Ubuntu 24.04, kernel 6.18.44-fc-v657-gpu (not one of Ubuntu's kernels): built without CONFIG_RUST=y: it cannot build or load Rust modules",
+        "{c}"
+    );
+    assert!(!s(&c["fix"]).contains("linux-headers-6.18"), "{c}");
+    assert!(
+        s(&c["fix"]).starts_with("boot a kernel built with CONFIG_RUST=y, such as Ubuntu's generic kernel (sudo apt install linux-generic-hwe-24.04"),
+        "{c}"
+    );
+    // With Rust: what it needs comes from whoever built it.
+    let t = foreign_kernel_on_ubuntu("CONFIG_RUST=y\nCONFIG_MODULES=y\n");
+    let c = t.check();
+    assert_eq!(c["verdict"], "pass", "{c}");
+    assert!(!c.to_string().contains("apt install"), "{c}");
+    // No config at all: nothing to say, and no package to name.
+    std::fs::remove_file(t.0.path().join("proc/config.gz")).unwrap();
+    let c = t.check();
+    assert_eq!(c["verdict"], "skip", "{c}");
+    assert!(!c.to_string().contains("apt install"), "{c}");
+    // A corrupt config.gz reads as no config.
+    t.write("/proc/config.gz", "not gzip");
+    assert_eq!(t.check()["verdict"], "skip");
 }
 
 #[test]

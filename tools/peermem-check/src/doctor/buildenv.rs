@@ -13,10 +13,15 @@
 //! `linux-nvidia`, the cloud flavours); on those the module cannot be built
 //! and doctor says to boot the generic kernel.
 //!
+//! A kernel on Ubuntu that is not one of Ubuntu's own (a cloud provider's
+//! or a self-built one, whose release is not `<version>-<abi>-<flavour>`)
+//! has no such packages: doctor names none for it.
+//!
 //! Everything is read under the [`SysRoot`]: `/etc/os-release`, the kernel
-//! release from procfs, the kernel's config (`/boot/config-<release>` or
-//! the headers' `.config`), the package directories under `/usr/src`, and
-//! the programs under `/usr/bin` and `/usr/sbin`.
+//! release from procfs, the kernel's config (`/boot/config-<release>`, the
+//! headers' `.config`, or the running kernel's `/proc/config.gz`), the
+//! package directories under `/usr/src`, and the programs under `/usr/bin`
+//! and `/usr/sbin`.
 
 use serde_json::json;
 
@@ -96,6 +101,34 @@ fn config_value<'a>(config: &'a str, name: &str) -> Option<&'a str> {
         .map(|v| v.trim().trim_matches('"'))
 }
 
+/// The running kernel's config as `CONFIG_IKCONFIG_PROC` exposes it
+/// (gzip), decompressed; `None` where there is none or it does not
+/// decompress.
+fn proc_config(r: &SysRoot) -> Option<String> {
+    use std::io::Read;
+    let gz = r.read_bytes("/proc/config.gz", 4 << 20)?;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(gz.as_slice())
+        .take(16 << 20)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
+}
+
+/// The kernel's config and where it was read: the kernel package's copy in
+/// `/boot`, the build tree's or the headers' `.config`, else the running
+/// kernel's own `/proc/config.gz`.
+fn kernel_config(r: &SysRoot, kver: &str, headers: &str) -> Option<(String, String)> {
+    [
+        format!("/boot/config-{kver}"),
+        format!("/lib/modules/{kver}/build/.config"),
+        format!("{headers}/.config"),
+    ]
+    .into_iter()
+    .find_map(|p| r.read(&p).map(|c| (c, p)))
+    .or_else(|| proc_config(r).map(|c| (c, "/proc/config.gz".to_string())))
+}
+
 /// The dangling `rust` link of an Ubuntu HWE headers package: the link's
 /// target directory that no package installs (`/usr/src/linux-hwe-6.17-
 /// lib-rust-<release>`), when the link points into a missing directory.
@@ -151,13 +184,7 @@ pub fn kernel_build_env(r: &SysRoot) -> Check {
     let flavour = if ubuntu { ubuntu_flavour(&kver) } else { None };
     let headers = format!("/usr/src/linux-headers-{kver}");
     let lib_rust = format!("/usr/src/linux-lib-rust-{kver}/rust");
-    let config = [
-        format!("/boot/config-{kver}"),
-        format!("/lib/modules/{kver}/build/.config"),
-        format!("{headers}/.config"),
-    ]
-    .iter()
-    .find_map(|p| r.read(p));
+    let (config, config_source) = kernel_config(r, &kver, &headers).unzip();
     let rust = config
         .as_deref()
         .map(|c| config_value(c, "RUST") == Some("y"));
@@ -171,9 +198,18 @@ pub fn kernel_build_env(r: &SysRoot) -> Check {
         "os": {"id": os.id, "version_id": os.version_id},
         "flavour": flavour,
         "config_rust": rust,
+        "config_source": config_source,
         "rustc_version_text": rustc_text,
     });
-    let where_ = if ubuntu {
+    // On Ubuntu, a kernel whose release is not Ubuntu's shape came from
+    // elsewhere: Ubuntu's archive has no headers or lib-rust for it.
+    let foreign = ubuntu && flavour.is_none();
+    let where_ = if foreign {
+        format!(
+            "Ubuntu {}, kernel {kver} (not one of Ubuntu's kernels)",
+            os.version_id
+        )
+    } else if ubuntu {
         format!("Ubuntu {}, kernel {kver}", os.version_id)
     } else {
         format!("kernel {kver}")
@@ -188,7 +224,12 @@ pub fn kernel_build_env(r: &SysRoot) -> Check {
             }
             _ => "",
         };
-        let fix = if ubuntu {
+        let fix = if foreign {
+            format!(
+                "boot a kernel built with CONFIG_RUST=y, such as Ubuntu's generic kernel (sudo apt install {}, reboot into it, then install the module again)",
+                ubuntu_generic_package(&os.version_id)
+            )
+        } else if ubuntu {
             generic.clone()
         } else {
             "boot a kernel built with CONFIG_RUST=y (README: 'Does it run on my node?')".to_string()
@@ -203,7 +244,7 @@ pub fn kernel_build_env(r: &SysRoot) -> Check {
         .fix(fix)
         .data(data);
     }
-    if !ubuntu {
+    if !ubuntu || foreign {
         return match rust {
             Some(true) => Check::pass(
                 ID,
@@ -214,7 +255,7 @@ pub fn kernel_build_env(r: &SysRoot) -> Check {
             _ => Check::skip(
                 ID,
                 T,
-                format!("{where_}: no kernel config found (/boot/config-{kver})"),
+                format!("{where_}: no kernel config found (/boot/config-{kver}, /proc/config.gz)"),
             )
             .data(data),
         };
@@ -332,11 +373,18 @@ pub fn kernel_build_env(r: &SysRoot) -> Check {
 /// The fix for a kernel Ubuntu builds without Rust: the generic kernel of
 /// the release (24.04 gets the HWE one: its GA 6.8 is too old).
 fn ubuntu_generic_fix(version_id: &str) -> String {
-    let meta = match version_id {
+    format!(
+        "boot the generic kernel: sudo apt install {}, reboot into it, then install the module again",
+        ubuntu_generic_package(version_id)
+    )
+}
+
+/// The metapackage of the release's generic kernel with Rust.
+fn ubuntu_generic_package(version_id: &str) -> &'static str {
+    match version_id {
         "24.04" => "linux-generic-hwe-24.04",
         _ => "linux-generic",
-    };
-    format!("boot the generic kernel: sudo apt install {meta}, reboot into it, then install the module again")
+    }
 }
 
 #[cfg(test)]
