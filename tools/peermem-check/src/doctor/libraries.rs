@@ -155,16 +155,40 @@ const LIB_DIRS: &[&str] = &[
     "/opt/conda/lib",
 ];
 
-/// Where Python keeps installed wheels.
+/// Where Python keeps installed wheels: the system's and the user's
+/// site directories, and the virtual environments AI stacks are commonly
+/// installed in (`/opt/<app>` itself, `/opt/<app>/.venv` as uv makes it,
+/// a `.venv` in a home or a project of it, conda's environments). PyTorch
+/// and JAX bring their own NCCL as a wheel (`nvidia-nccl-cu12`, `-cu13`),
+/// and that, not the system's, is the NCCL they run.
 const SITE_DIRS: &[&str] = &[
     "/usr/lib/python3*/site-packages",
     "/usr/lib/python3/dist-packages",
     "/usr/local/lib/python3*/site-packages",
     "/usr/local/lib/python3*/dist-packages",
     "/opt/conda/lib/python3*/site-packages",
+    "/opt/conda/envs/*/lib/python3*/site-packages",
+    "/opt/*/lib/python3*/site-packages",
+    "/opt/*/.venv/lib/python3*/site-packages",
+    "/opt/*/venv/lib/python3*/site-packages",
     "/root/.local/lib/python3*/site-packages",
+    "/root/.venv/lib/python3*/site-packages",
+    "/root/*/.venv/lib/python3*/site-packages",
     "/home/*/.local/lib/python3*/site-packages",
+    "/home/*/.venv/lib/python3*/site-packages",
+    "/home/*/*/.venv/lib/python3*/site-packages",
 ];
+
+/// The site directories of the environment doctor runs in, when one is
+/// active (`VIRTUAL_ENV`, `CONDA_PREFIX`), wherever it is.
+fn active_env_site_dirs() -> Vec<String> {
+    ["VIRTUAL_ENV", "CONDA_PREFIX"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .filter(|d| d.starts_with('/'))
+        .map(|d| format!("{}/lib/python3*/site-packages", d.trim_end_matches('/')))
+        .collect()
+}
 
 /// The paths under `r` that `pattern` names, `*` matching within one name.
 fn expand(r: &SysRoot, pattern: &str) -> Vec<String> {
@@ -270,7 +294,17 @@ fn dpkg(r: &SysRoot, packages: &[&str]) -> Vec<Install> {
 /// `names`.
 fn python_packages(r: &SysRoot, names: &[&str]) -> Vec<Install> {
     let mut out = Vec::new();
-    for site in SITE_DIRS.iter().flat_map(|d| expand(r, d)) {
+    let patterns = SITE_DIRS
+        .iter()
+        .map(|d| d.to_string())
+        .chain(active_env_site_dirs());
+    let mut sites: Vec<String> = Vec::new();
+    for site in patterns.flat_map(|d| expand(r, &d)) {
+        if !sites.contains(&site) {
+            sites.push(site);
+        }
+    }
+    for site in sites {
         for entry in r.list(&site) {
             let Some(stem) = entry.strip_suffix(".dist-info") else {
                 continue;
@@ -682,6 +716,38 @@ mod tests {
         assert!(found[1].source.contains("nvidia_nccl_cu12"));
         // UCX removed (config files only) is not installed.
         assert!(find_ucx(&r).is_empty());
+    }
+
+    #[test]
+    fn finds_the_nccl_wheel_of_a_virtual_environment() {
+        // As on a GPU node: the system's NCCL, and PyTorch's own in a uv
+        // environment under /opt.
+        let (_t, r) = root(&[
+            ("/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3", ""),
+            (
+                "/opt/torch/.venv/lib/python3.12/site-packages/nvidia_nccl_cu13-2.28.9.dist-info/METADATA",
+                "",
+            ),
+            (
+                "/home/ana/train/.venv/lib/python3.11/site-packages/nvidia_nccl_cu12-2.21.5.dist-info/METADATA",
+                "",
+            ),
+            (
+                "/opt/conda/envs/jax/lib/python3.12/site-packages/nvidia_nccl_cu12-2.23.4.dist-info/METADATA",
+                "",
+            ),
+        ]);
+        let found = find_nccl(&r);
+        let versions: Vec<String> = found
+            .iter()
+            .map(|i| i.version.unwrap().to_string())
+            .collect();
+        assert_eq!(
+            versions,
+            ["2.28.3", "2.23.4", "2.28.9", "2.21.5"],
+            "{found:?}"
+        );
+        assert!(found[2].source.contains("/opt/torch/.venv/"), "{found:?}");
     }
 
     #[test]
