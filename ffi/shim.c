@@ -246,9 +246,9 @@ void pm_shim_test_delay(unsigned int point)
 	pr_info("test delay %s: %u ms\n", pm_test_points[point], ms);
 	/*
 	 * Timed by the clock, not by mdelay(): under QEMU TCG a secondary
-	 * CPU without a constant TSC calibrates its own delay loop, and that
-	 * value is off by up to 20x either way, which would shorten or
-	 * stretch the window by as much on whichever CPU this thread runs.
+	 * CPU without a constant TSC calibrates its own delay loop (seen from
+	 * 0.05x to 3x of the boot CPU's), which would shorten or stretch the
+	 * window by as much on whichever CPU this thread runs.
 	 */
 	start = ktime_get_ns();
 	end = start + (u64)ms * NSEC_PER_MSEC;

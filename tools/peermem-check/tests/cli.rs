@@ -720,3 +720,32 @@ fn doctor_bundle_collects_the_facts_and_no_environment() {
         "the human summary line went to stdout too"
     );
 }
+
+#[test]
+fn doctor_finds_nccl_in_the_active_virtual_environment() {
+    // An environment outside every usual place, active in doctor's shell.
+    let t = FakeRoot::new();
+    t.write(
+        "/srv/envs/train/lib/python3.12/site-packages/nvidia_nccl_cu12-2.23.4.dist-info/METADATA",
+        "",
+    );
+    let root = t.path();
+    let versions = |c: serde_json::Value| -> Vec<String> {
+        c["data"]
+            .as_array()
+            .map(|a| a.iter().map(|i| i["version"].to_string()).collect())
+            .unwrap_or_default()
+    };
+    let c = fake_root::doctor_check_env(&root, "nccl_version", &[]);
+    assert!(versions(c.clone()).is_empty(), "{c}");
+    let c = fake_root::doctor_check_env(
+        &root,
+        "nccl_version",
+        &[("VIRTUAL_ENV", "/srv/envs/train/")],
+    );
+    assert_eq!(versions(c.clone()), ["\"2.23.4\""], "{c}");
+    assert!(
+        c["detail"].as_str().unwrap().contains("nvidia_nccl_cu12"),
+        "{c}"
+    );
+}

@@ -25,8 +25,16 @@ impl FakeRoot {
 
 /// Check `id` of `peermem-check doctor --json --no-cuda --root ROOT`.
 pub fn doctor_check(root: &str, id: &str) -> serde_json::Value {
+    doctor_check_env(root, id, &[])
+}
+
+/// The same, doctor run with the environment variables `env` added.
+pub fn doctor_check_env(root: &str, id: &str, env: &[(&str, &str)]) -> serde_json::Value {
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_peermem-check"))
         .args(["doctor", "--json", "--no-cuda", "--root", root])
+        .env_remove("VIRTUAL_ENV")
+        .env_remove("CONDA_PREFIX")
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout)
