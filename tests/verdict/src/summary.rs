@@ -217,27 +217,39 @@ pub fn failed_cargo_tests(log: &str) -> Vec<String> {
         .collect()
 }
 
-/// The failed tests again, one line each (`suite / test: reason`, the
-/// reason cut to `width` characters), for the end of the run: a CI log
-/// that keeps only its last lines still names what failed.
+/// The failed tests again (`suite / test: reason`, the reason cut to
+/// `width` characters), each followed by its first [`EVIDENCE_LINES`]
+/// evidence lines (a splat's log line, indented), for the end of the run:
+/// a CI log that keeps only its last lines still names what failed and
+/// what the kernel said.
 pub fn failures(verdicts: &[SuiteVerdict], width: usize) -> Vec<String> {
-    verdicts
-        .iter()
-        .flat_map(|v| {
-            v.tests
-                .iter()
-                .filter(|t| !t.passed && !t.skipped)
-                .map(move |t| {
-                    let reason = t.reason.replace('\n', " ");
-                    let reason = match reason.char_indices().nth(width) {
-                        Some((at, _)) => format!("{}...", &reason[..at]),
-                        None => reason,
-                    };
-                    format!("{} / {}: {reason}", v.suite, t.name)
-                })
-        })
-        .collect()
+    let cut = |text: &str| {
+        let text = text.replace('\n', " ");
+        match text.char_indices().nth(width) {
+            Some((at, _)) => format!("{}...", &text[..at]),
+            None => text,
+        }
+    };
+    let mut lines = Vec::new();
+    for v in verdicts {
+        for t in v.tests.iter().filter(|t| !t.passed && !t.skipped) {
+            lines.push(format!("{} / {}: {}", v.suite, t.name, cut(&t.reason)));
+            for e in t.evidence.iter().take(EVIDENCE_LINES) {
+                lines.push(format!("    {}", cut(e)));
+            }
+            if t.evidence.len() > EVIDENCE_LINES {
+                lines.push(format!(
+                    "    ... {} more in the suite's verdict.json",
+                    t.evidence.len() - EVIDENCE_LINES
+                ));
+            }
+        }
+    }
+    lines
 }
+
+/// How many evidence lines of a failed test the closing list repeats.
+pub const EVIDENCE_LINES: usize = 3;
 
 #[cfg(test)]
 mod tests {
@@ -352,6 +364,15 @@ mod tests {
             reason: "window missed\nafter 3 tries".into(),
             ..pass.clone()
         };
+        let splat = TestResult {
+            name: "vm:rel-races:splats".into(),
+            passed: false,
+            reason: "5 unexpected kernel splat line(s)".into(),
+            evidence: (1..=5)
+                .map(|i| format!("log line {i}: [bug] BUG: {i}"))
+                .collect(),
+            ..pass.clone()
+        };
         let skip = TestResult {
             name: "scenario:c".into(),
             skipped: true,
@@ -360,15 +381,26 @@ mod tests {
         };
         let v = vec![SuiteVerdict {
             suite: "rel-races (kernel 7.1-ubuntu)".into(),
-            tests: vec![pass, fail, skip],
+            tests: vec![pass, fail, skip, splat],
         }];
         assert_eq!(
             failures(&v, 200),
-            vec!["rel-races (kernel 7.1-ubuntu) / scenario:b: window missed after 3 tries"]
+            vec![
+                "rel-races (kernel 7.1-ubuntu) / scenario:b: window missed after 3 tries",
+                "rel-races (kernel 7.1-ubuntu) / vm:rel-races:splats: 5 unexpected kernel splat line(s)",
+                "    log line 1: [bug] BUG: 1",
+                "    log line 2: [bug] BUG: 2",
+                "    log line 3: [bug] BUG: 3",
+                "    ... 2 more in the suite's verdict.json",
+            ]
         );
         assert_eq!(
-            failures(&v, 6),
-            vec!["rel-races (kernel 7.1-ubuntu) / scenario:b: window..."]
+            failures(&v, 6)[..3],
+            [
+                "rel-races (kernel 7.1-ubuntu) / scenario:b: window...",
+                "rel-races (kernel 7.1-ubuntu) / vm:rel-races:splats: 5 unex...",
+                "    log li...",
+            ]
         );
     }
 }

@@ -161,17 +161,14 @@ fn kunit_complete(r: Option<&KunitReport>) -> Option<String> {
 }
 
 fn splat_evidence(s: &Splat) -> String {
-    if s.classes.is_empty() {
-        format!("log line {}: [{}] {}", s.line_no, s.kind, s.text)
-    } else {
-        format!(
-            "log line {}: [{}] {} (lock classes: {})",
-            s.line_no,
-            s.kind,
-            s.text,
-            s.classes.join(", ")
-        )
+    let mut e = format!("log line {}: [{}] {}", s.line_no, s.kind, s.text);
+    if !s.classes.is_empty() {
+        e += &format!(" (lock classes: {})", s.classes.join(", "));
     }
+    if let Some(scenario) = &s.scenario {
+        e += &format!(" (during {scenario})");
+    }
+    e
 }
 
 /// Turns the result of a scenario run against a planted defect into its
