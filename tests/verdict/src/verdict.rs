@@ -165,6 +165,9 @@ fn splat_evidence(s: &Splat) -> String {
     if !s.classes.is_empty() {
         e += &format!(" (lock classes: {})", s.classes.join(", "));
     }
+    if !s.modules.is_empty() {
+        e += &format!(" (modules in its report: {})", s.modules.join(", "));
+    }
     if let Some(scenario) = &s.scenario {
         e += &format!(" (during {scenario})");
     }
@@ -564,6 +567,28 @@ mod tests {
         )
         .unwrap();
         assert!(t.passed && !t.skipped);
+    }
+
+    #[test]
+    fn a_splat_is_named_with_its_modules_and_scenario() {
+        let s = suite("scenario sc\n");
+        let log = GOOD.replace(
+            "REPORT sc pass ops=3\n",
+            "PEERMEM-SCENARIO-BEGIN sc\n\
+             [ 9.0] unreferenced object 0xffff8880 (size 64):\n\
+             [ 9.0]   backtrace (crc 0):\n\
+             [ 9.0]     [<ffffffff8>] __kmalloc+0x1/0x2\n\
+             [ 9.0]     [<ffffffffa>] psim_pin+0x3/0x4 [nvidia_p2p_sim]\n\
+             REPORT sc pass ops=3\nPEERMEM-SCENARIO-END sc rc=0\n",
+        );
+        let v = judge(&s, &facts(&log), false);
+        let e = &named(&v, "vm:s:splats").evidence[0];
+        assert!(
+            e.contains("[kmemleak] unreferenced object 0xffff8880"),
+            "{e}"
+        );
+        assert!(e.contains("(modules in its report: nvidia_p2p_sim)"), "{e}");
+        assert!(e.ends_with("(during sc)"), "{e}");
     }
 
     #[test]
