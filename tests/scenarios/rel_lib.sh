@@ -181,7 +181,9 @@ stack_down() {
 # stack_up: fresh fixtures of generation $gen (and $1... extra core params),
 # without the client.
 stack_up_fixtures() {
+	# what a failed scenario left goes before this one's window opens
 	stack_down
+	[ -n "$REL_START" ] || mark
 	# NVIDIA's module of a release runs on a provider of that release's
 	# generation (r535: drivers 535 to 555), as it would on a node
 	# shellcheck disable=SC2046
@@ -313,9 +315,12 @@ rel_no_splats() {
 	fi
 }
 
-# rel_pass [extra figures]: pass with the standard figures, failing instead
-# if a splat appeared in the kernel log during the scenario.
+# rel_pass [extra figures]: unloads the stack (a splat or a refused rmmod
+# while the modules go is this scenario's, not the next one's), then passes
+# with the standard figures, failing instead if a splat appeared in the
+# kernel log during the scenario.
 rel_pass() {
+	stack_down
 	rel_no_splats "$@"
 	pass $(figures) "$@"
 }
