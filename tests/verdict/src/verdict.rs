@@ -168,8 +168,9 @@ fn splat_evidence(s: &Splat) -> String {
     if !s.modules.is_empty() {
         e += &format!(" (modules in its report: {})", s.modules.join(", "));
     }
-    if let Some(scenario) = &s.scenario {
-        e += &format!(" (during {scenario})");
+    match &s.scenario {
+        Some(scenario) => e += &format!(" (during {scenario})"),
+        None => e += " (in no scenario: between two, or after the last)",
     }
     e
 }
@@ -589,6 +590,17 @@ mod tests {
         );
         assert!(e.contains("(modules in its report: nvidia_p2p_sim)"), "{e}");
         assert!(e.ends_with("(during sc)"), "{e}");
+        // the final kmemleak scan's report comes after every scenario
+        let log = GOOD.replace(
+            "PEERMEM-KMEMLEAK scanned",
+            "unreferenced object 0xffff8880 (size 64):\nPEERMEM-KMEMLEAK scanned",
+        );
+        let v = judge(&s, &facts(&log), false);
+        let e = &named(&v, "vm:s:splats").evidence[0];
+        assert!(
+            e.ends_with("(in no scenario: between two, or after the last)"),
+            "{e}"
+        );
     }
 
     #[test]
