@@ -54,49 +54,12 @@ done < <(
 	done | sort -rn)
 
 # PEERMEM_VM_SLOTS=DIR: runs started side by side (make test: the primary
-# kernel's suites and the other kernels' matrix suites) share one pool of
-# $jobs QEMUs: a suite starts once it holds one of DIR's slot locks, which
-# its runner keeps until it ends. Longest first across the runs too: each
-# run posts the expected seconds of the suite it waits to start
-# (DIR/waiting.<pid>), and a run whose suite is shorter than another's
-# waiting one lets that one go first.
+# kernel's suites, the other kernels' matrix suites, the harness self-test
+# and the packaging boot) share one pool of $jobs QEMUs: each boot starts
+# once it holds one of DIR's slots (tests/vm/pool-slot.sh), longest first
+# across the runs too.
 slots=${PEERMEM_VM_SLOTS:-}
 [ -z "$slots" ] || { mkdir -p "$slots" && echo "$jobs" >"$slots/jobs"; }
-slot_fd=
-# longer_waiting SECONDS: another live run waits to start a longer suite.
-longer_waiting() {
-	local w pid t
-	for w in "$slots"/waiting.*; do
-		[ -f "$w" ] || continue
-		pid=${w##*.}
-		[ "$pid" != $$ ] || continue
-		kill -0 "$pid" 2>/dev/null || continue
-		read -r t <"$w" 2>/dev/null || continue
-		[ "${t:-0}" -le "$1" ] || return 0
-	done
-	return 1
-}
-# take_slot SECONDS: waits for a free slot of the shared pool, for a suite
-# expected to take SECONDS; its lock is on $slot_fd, inherited by the
-# suite's runner.
-take_slot() {
-	local i fd
-	echo "$1" >"$slots/waiting.$$"
-	while :; do
-		if ! longer_waiting "$1"; then
-			for ((i = 0; i < jobs; i++)); do
-				exec {fd}>"$slots/slot-$i.lock"
-				if flock -n "$fd"; then
-					slot_fd=$fd
-					rm -f "$slots/waiting.$$"
-					return 0
-				fi
-				exec {fd}>&-
-			done
-		fi
-		sleep 1
-	done
-}
 
 rc=0
 declare -A running=()
@@ -115,27 +78,9 @@ reap() {
 for f in "${ordered[@]}"; do
 	while [ "${#running[@]}" -ge "$jobs" ]; do reap; done
 	n=$(basename "$f" .suite)
-	if [ -n "$slots" ]; then
-		take_slot "${expected[$f]}"
-		# The subshell holds the slot until the runner ends; the runner
-		# and its QEMU do not inherit it (nothing they leave behind can
-		# keep a slot). The runner is not its last command: bash would
-		# exec it in the subshell's place, closing the slot at once.
-		# Each start and end goes to the pool's log, which make test checks
-		# against the limit (tests/vm/pool-check.py).
-		(
-			echo "$(date +%s.%N) start $kernel/$n" >>"$slots/log"
-			"$repo/tests/vm/run-suite.sh" "$f" "$initramfs" "$kdir" "$results" {slot_fd}>&-
-			st=$?
-			echo "$(date +%s.%N) end $kernel/$n" >>"$slots/log"
-			exit $st
-		) >"$results/$n.run.out" 2>&1 &
-		running[$!]=$f
-		exec {slot_fd}>&-
-	else
+	"$repo/tests/vm/pool-slot.sh" "${expected[$f]}" "$kernel/$n" \
 		"$repo/tests/vm/run-suite.sh" "$f" "$initramfs" "$kdir" "$results" >"$results/$n.run.out" 2>&1 &
-		running[$!]=$f
-	fi
+	running[$!]=$f
 done
 while [ "${#running[@]}" -gt 0 ]; do reap; done
 

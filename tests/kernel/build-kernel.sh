@@ -21,6 +21,13 @@ here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=toolchain.sh
 . "$here/toolchain.sh"
 
+# --cached [FLAVOUR]: exit 0 (printing the tree) if that kernel is built
+# and cached, 1 if not; builds nothing.
+only_cached=0
+if [ "${1:-}" = --cached ]; then
+	only_cached=1
+	shift
+fi
 flavour=${1:-test}
 src_tar=$PEERMEM_KERNEL_SRC_TAR
 fragment="$here/config.fragment"
@@ -39,6 +46,9 @@ bench) overlays+=("$here/bench.fragment")
 	exit 2
 	;;
 esac
+if [ "$only_cached" = 1 ] && [ ! -f "$src_tar" ]; then
+	exit 1
+fi
 if [ ! -f "$src_tar" ] && [ "$PEERMEM_KERNEL" != "$PEERMEM_PRIMARY_KERNEL" ]; then
 	"$here/fetch-kernel-src.sh" "$PEERMEM_KERNEL" >&2
 fi
@@ -68,14 +78,16 @@ test) tree="$PEERMEM_CACHE/kernel-$PEERMEM_KERNEL-$key" ;;
 esac
 
 if [ -f "$tree/.peermem-built" ]; then
-	echo "$flavour kernel: cached at $tree" >&2
+	[ "$only_cached" = 1 ] || echo "$flavour kernel: cached at $tree" >&2
 	echo "$tree"
 	exit 0
 fi
+[ "$only_cached" = 0 ] || exit 1
 
 echo "$flavour kernel $PEERMEM_KERNEL ($PEERMEM_KERNEL_CC): building into $tree (cold build, about 10-40 minutes)" >&2
 rm -rf "$tree.tmp"
 mkdir -p "$tree.tmp"
+build_t0=$(date +%s)
 # The fragment the kernel is configured with: config.fragment, each option
 # an overlay names replaced by the overlay's line, overlay by overlay.
 merged="$tree.tmp/.peermem-fragment"
@@ -120,6 +132,14 @@ else
 	make "${PEERMEM_KMAKE_ARGS[@]}" -j"$(nproc)" bzImage modules >&2
 fi
 touch .peermem-built
+# The primary test kernel's build time is K, the test bed's unit of time
+# (k.sh): the first build timed on this machine defines it (a later one
+# may have run beside other work and would read slower).
+if [ "$flavour" = test ] && [ "$PEERMEM_KERNEL" = "$PEERMEM_PRIMARY_KERNEL" ]; then
+	secs=$(($(date +%s) - build_t0))
+	echo "K: this machine built the $PEERMEM_KERNEL test kernel in $secs s" >&2
+	"$here/k.sh" record-first "$secs" >&2
+fi
 cd /
 rm -rf "$tree"
 mv "$tree.tmp" "$tree"

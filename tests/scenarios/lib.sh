@@ -44,6 +44,13 @@ kv() {
 	echo "${_kv%% *}"
 }
 
+# scaled_s N: N seconds grown by the host's time scale (K of the machine
+# over the reference's, tests/vm/run-suite.sh), for a bound that decides a
+# verdict: a slow host is slow, not red.
+scaled_s() {
+	echo $(($1 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100))
+}
+
 # pass [key=value ...]
 pass() {
 	_report pass "$@"

@@ -150,7 +150,7 @@ lock_inversion() {
 	# shellcheck disable=SC2046
 	load $REL_MOD $(client_params)
 	REL_IDLE_REF=$(refcnt)
-	REL_HANG_S=8
+	REL_HANG_S=$(scaled_s 8)
 	for _ph in ${1:-dereg dma_map}; do
 		phase_race_reached "$_ph"
 		[ "$PHASE_RESULT" = hang ] && deadlock_shown "$_ph"
@@ -248,11 +248,13 @@ unload_order() {
 	for m in nvidia_p2p_sim peerdirect_sim $REL_MOD; do
 		# In the background: a client without a module reference per
 		# registration gets as far as the core's unregister, which waits
-		# for the MR (the operator's rmmod hangs).
+		# for the MR (the operator's rmmod hangs). A refusal is immediate;
+		# the bound only tells a hang from a slow busybox rmmod on a
+		# loaded host.
 		(rmmod $m 2>/tmp/rmmod.err; echo $? >/tmp/rmmod.rc) &
 		_rp=$!
 		_t=0
-		while kill -0 $_rp 2>/dev/null && [ $_t -lt 30 ]; do
+		while kill -0 $_rp 2>/dev/null && [ $_t -lt $(($(scaled_s 15) * 10)) ]; do
 			usleep 100000
 			_t=$((_t + 1))
 		done

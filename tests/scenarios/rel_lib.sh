@@ -87,8 +87,11 @@ REL_LEAKS=0
 REL_MARK_N=0
 REL_START=
 
-# The kernel-log signatures the verdict counts as splats (tests/verdict/src/log.rs).
-REL_SPLAT_RE='BUG:|WARNING:|KASAN:|UBSAN:|Oops|general protection fault|circular locking dependency|possible recursive locking|inconsistent lock state|suspicious RCU usage|unreferenced object 0x|blocked for more than|soft lockup|hard LOCKUP|detected stalls|Kernel panic|list_add corruption|list_del corruption'
+# The kernel-log signatures the verdict counts as splats: its own list
+# (tests/verdict/src/log.rs), as one regex that mkinitramfs.sh puts in the
+# initramfs, so a scenario and the verdict look for the same lines.
+REL_SPLAT_RE=$(cat /etc/peermem/splat.re 2>/dev/null)
+[ -n "$REL_SPLAT_RE" ] || fail "no /etc/peermem/splat.re in the initramfs: the scenario cannot check its splats"
 
 # mark: a unique line in the kernel log; since_mark prints the log after it.
 mark() {
@@ -379,7 +382,7 @@ mark
 #   dereg      inside a deregistration's put_pages, in the provider before
 #              its driver lock (p2p_put_pages; under the mapping lock where
 #              the core unmaps under it)
-REL_HANG_S=${REL_HANG_S:-15}
+REL_HANG_S=$(scaled_s "${REL_HANG_S:-15}")
 PHASE_MS=${PHASE_MS:-500}
 
 # _bg_wait PID...: waits for every PID up to REL_HANG_S seconds; returns 1

@@ -126,6 +126,16 @@ else
 	rep=$(since_mark | sed -n '/possible circular locking dependency/,/other info that might help/p')
 	echo "$rep" | grep -q "mapping_lock" || fail "the lockdep report does not name the mapping lock" $(figures)
 	echo "$rep" | grep -q "driver_lock" || fail "the lockdep report does not name the driver lock" $(figures)
+	# The cycle's classes, by the verdict's rule (tests/verdict/src/log.rs:
+	# the "-> #N (CLASS){...}" lines of the chain, exactly the set the
+	# suite's expect_splat names): a report the scenario excuses is one the
+	# verdict excuses too.
+	if [ -n "${PEERMEM_EXPECT_LOCKDEP_CLASSES:-}" ]; then
+		got=$(echo "$rep" | sed -n 's/.*-> #[0-9][0-9]* (\(.*\)){.*/\1/p' | sort -u | tr '\n' ',')
+		want=$(echo "$PEERMEM_EXPECT_LOCKDEP_CLASSES" | tr ',' '\n' | sort -u | tr '\n' ',')
+		[ "$got" = "$want" ] ||
+			fail "the lockdep cycle is through ${got%,}, not the expected ${want%,}" $(figures)
+	fi
 	# which path gave lockdep the mapping lock -> driver lock order
 	if echo "$rep" | grep -q "psim_core_mr_reg"; then
 		edge=registration

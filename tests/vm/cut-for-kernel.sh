@@ -7,7 +7,8 @@
 # whose only detector is KASAN (a tooth naming a KASAN report, a run marked
 # `needs kasan`), and on a kernel other than the primary one
 # (PEERMEM_KERNEL) the runs of NVIDIA's module, built for the primary
-# kernel only, do not run: each becomes a `cut` line that the verdict
+# kernel only, and the checks of the simulator with the C reference client
+# (the same C on every kernel, proven once there) do not run: each becomes a `cut` line that the verdict
 # counts as a skipped test with its reason (`vm-verdict cut-suite`,
 # tests/verdict/src/cut.rs). The decision is the kernel's .config and
 # whether it is the primary one, never its name. On the primary kernel the
@@ -26,7 +27,7 @@ primary=$(awk '!/^#/ && NF { print $1; exit }' "$repo/tests/kernel/kernels")
 [ -f "$kdir/.config" ] || { echo "cut-for-kernel: $kdir has no .config: cannot tell whether the kernel has KASAN" >&2; exit 2; }
 args=()
 grep -q '^CONFIG_KASAN=y' "$kdir/.config" || args+=(--no-kasan)
-[ "${PEERMEM_KERNEL:-$primary}" = "$primary" ] || args+=(--no-nvidia)
+[ "${PEERMEM_KERNEL:-$primary}" = "$primary" ] || args+=(--no-nvidia --not-primary)
 mkdir -p "$out"
 for f in "$@"; do
 	n=$(basename "$f")

@@ -13,12 +13,29 @@ mkdir -p /var/run
 
 suite=$(sed -n 's/.*peermem\.suite=\([^ ]*\).*/\1/p' /proc/cmdline)
 file=/suites/$suite.suite
+# The host's scale of every limit that decides a verdict (K of this
+# machine over the reference's, in percent; tests/vm/run-suite.sh): the
+# scenarios' time limits grow with it, and so do their own bounds
+# (PEERMEM_TIME_SCALE_PCT, rel_lib.sh).
+PEERMEM_TIME_SCALE_PCT=$(sed -n 's/.*peermem\.time_scale=\([0-9]*\).*/\1/p' /proc/cmdline)
+[ -n "$PEERMEM_TIME_SCALE_PCT" ] || PEERMEM_TIME_SCALE_PCT=100
+export PEERMEM_TIME_SCALE_PCT
 scenario_timeout=600
 depmod 2>/dev/null
+
+# clock: the uptime and the jiffies at one moment. Two of them (at /init
+# and before the final leak scan) let the verdict map the allocation
+# jiffies of a leak the final scan reports to the scenario that was running
+# (the markers carry uptime).
+clock() {
+	read -r _t _ </proc/uptime
+	echo "PEERMEM-CLOCK uptime=$_t jiffies=$(sed -n 's/^jiffies: //p' /proc/timer_list 2>/dev/null | head -n 1)"
+}
 
 finish() {
 	read -r t _ </proc/uptime
 	echo "PEERMEM-TIMING tests-done uptime=$t"
+	clock
 	# Every object allocated by a test and never freed shows up here as
 	# "unreferenced object", which the host's verdict counts as a splat:
 	# two scans, the second at least kmemleak's minimum object age (5 s)
@@ -110,25 +127,26 @@ run_scenario() {
 		id="$name[$(echo "$*" | tr ' ' ',')]"
 	fi
 	export SCENARIO_ID="$id"
-	echo "PEERMEM-SCENARIO-BEGIN $id"
 	read -r t0 _ </proc/uptime
+	echo "PEERMEM-SCENARIO-BEGIN $id uptime=$t0"
 	: >"$SCENARIO_REPORT"
 	if [ ! -f "/scenarios/$name.sh" ]; then
 		echo "fail reason=no-such-scenario-script" >"$SCENARIO_REPORT"
 		ktap_result "$id"
 		return
 	fi
-	timeout "$scenario_timeout" sh "/scenarios/$name.sh" "$@" </dev/null
+	timeout $((scenario_timeout * PEERMEM_TIME_SCALE_PCT / 100)) sh "/scenarios/$name.sh" "$@" </dev/null
 	rc=$?
 	read -r t1 _ </proc/uptime
 	# secs=: the scenario's guest seconds (results/scenario-timings.json)
-	echo "PEERMEM-SCENARIO-END $id rc=$rc secs=$(( ${t1%.*} - ${t0%.*} ))"
+	echo "PEERMEM-SCENARIO-END $id rc=$rc secs=$(( ${t1%.*} - ${t0%.*} )) uptime=$t1"
 	ktap_result "$id"
 }
 
 echo "PEERMEM-SUITE-START $suite"
 read -r t _ </proc/uptime
 echo "PEERMEM-TIMING init uptime=$t"
+clock
 if [ ! -r "$file" ]; then
 	echo "PEERMEM-NOTE no suite file $file"
 	finish
@@ -156,6 +174,11 @@ done
 # and a "clear" after it hides nothing; it cost ~8 s a boot. Scenarios scan
 # only when peermem.kmemleak=each (see lib.sh); finish always does.
 
+# The lock classes of the lockdep cycle the suite expects (its
+# expect_splat lockdep line): a scenario that excuses the report checks
+# the cycle's classes by the verdict's rule, the same set exactly.
+PEERMEM_EXPECT_LOCKDEP_CLASSES=$(sed -n 's/^expect_splat[[:space:]]\{1,\}lockdep[[:space:]].*classes=\([^[:space:]]*\).*/\1/p' "$file" | head -n 1)
+export PEERMEM_EXPECT_LOCKDEP_CLASSES
 ktap_plan=$(sed -e 's/#.*//' "$file" | grep -c '^[[:space:]]*scenario[[:space:]]')
 # The numbers of the scenarios that must fail, between spaces.
 ktap_must_fail=" $(sed -e 's/#.*//' "$file" | awk '$1 == "scenario" { n++ } $1 == "caught" { printf "%d ", n }')"

@@ -33,6 +33,10 @@ fi
 cp "$repo"/tests/scenarios/*.sh "$stage/scenarios/"
 cp -r "$repo"/tests/scenarios/data "$stage/scenarios/" 2>/dev/null || true
 cp -r "$repo"/tests/scenarios/rel_race "$stage/scenarios/"
+# The splat signatures of the verdict, for the scenarios' own checks.
+mkdir -p "$stage/etc/peermem"
+"${PEERMEM_VM_VERDICT:-$repo/target/release/vm-verdict}" splat-regex >"$stage/etc/peermem/splat.re" ||
+	{ echo "mkinitramfs: vm-verdict splat-regex failed" >&2; exit 1; }
 
 # Every module the build produced (the product, its KUnit module, fixtures).
 # A kernel of the matrix other than the primary one (make ... KERNEL=<id>,

@@ -19,7 +19,36 @@ timeout_s=$("$verdict" suite-field --suite "$suite_file" timeout) || exit 2
 memory=$("$verdict" suite-field --suite "$suite_file" memory) || exit 2
 extra_cmdline=$(sed -n 's/^cmdline[[:space:]]\+//p' "$suite_file" | tr '\n' ' ')
 
+# The limits that decide a verdict grow with this machine's K (the 6.12
+# test kernel's build time, tests/kernel/k.sh): PEERMEM_TIME_SCALE, at
+# least 1, is K over the K of the machine they were tuned on. make test
+# works it out once; a lone boot (make vm-test) asks k.sh.
+scale=${PEERMEM_TIME_SCALE:-$("$repo/tests/kernel/k.sh" scale 2>/dev/null || echo 1)}
+[[ $scale =~ ^[0-9]+(\.[0-9]+)?$ ]] || scale=1
+scale_pct=$(awk -v s="$scale" 'BEGIN { p = int(s * 100 + 0.5); if (p < 100) p = 100; print p }')
+# times_scale N: N seconds grown by the scale.
+times_scale() {
+	echo $(($1 * scale_pct / 100))
+}
+timeout_s=$(times_scale "$timeout_s")
+
 cmdline="console=ttyS0,115200 panic=-1 loglevel=7 peermem.suite=$name kasan_multi_shot"
+# The scenarios scale their own bounds by it (guest-init.sh).
+cmdline="$cmdline peermem.time_scale=$scale_pct"
+# The hang detectors at thresholds for an emulated guest, as syzkaller
+# sets them for its emulated targets: under TCG with KASAN and lockdep,
+# with more vCPU threads than host cores, a task or CPU legitimately goes
+# unscheduled for longer than hardware thresholds (hung task 30 s, soft
+# lockup 20 s, RCU stall 60 s) allow. The scenarios' own bounded waits
+# still tell a hang, and name_hung_tasks (rel_lib.sh) lowers the hung-task
+# timeout where a deadlock is expected. A larger log buffer keeps a long
+# boot's marks from scrolling out of what the scenarios read.
+wd=$(times_scale 30)
+[ "$wd" -le 60 ] || wd=60
+rcu=$(times_scale 180)
+[ "$rcu" -le 300 ] || rcu=300
+cmdline="$cmdline sysctl.kernel.hung_task_timeout_secs=$(times_scale 120) watchdog_thresh=$wd"
+cmdline="$cmdline rcupdate.rcu_cpu_stall_timeout=$rcu log_buf_len=4M"
 # no5lvl: 4-level paging as on most servers; under -cpu max (LA57) an early
 # interrupt during identify_cpu was seen to trip KASAN under host load.
 cmdline="$cmdline hung_task_panic=0 kmemleak=on no5lvl $extra_cmdline"

@@ -117,9 +117,13 @@ acquire_going_try() {
 	# going module (a module reference taken with no check) has the
 	# registration complete, and the unload then waits in the core's
 	# unregistration for an MR nobody will deregister
+	# The bound: rmmod legitimately waits out the rest of the window, then
+	# unregisters and unloads under KASAN and lockdep; 20 s more than the
+	# window tells that from a hang on any host (scaled with its K).
+	_rmmod_s=$(scaled_s $(($1 / 1000 + 20)))
 	bg_run rmmod rmmod $REL_MOD
 	w=0
-	while kill -0 "$pid_rmmod" 2>/dev/null && [ $w -lt 150 ]; do
+	while kill -0 "$pid_rmmod" 2>/dev/null && [ $w -lt $((_rmmod_s * 10)) ]; do
 		usleep 100000
 		w=$((w + 1))
 	done
@@ -129,7 +133,7 @@ acquire_going_try() {
 		out=$(cat /tmp/bg.reg)
 		[ "$(bg_rc reg)" = 0 ] && st mr-dereg "$(sval mr "$out")" >/dev/null
 		wait "$pid_rmmod"
-		fail "round $i: rmmod hung 15 s in the core's unregistration: the going module accepted the acquire and the registration went on ($(echo "$out" | head -n 1))" $(figures)
+		fail "round $i: rmmod hung ${_rmmod_s} s in the core's unregistration: the going module accepted the acquire and the registration went on ($(echo "$out" | head -n 1))" $(figures)
 	fi
 	wait "$pid_reg"
 	if [ "$(bg_rc rmmod)" != 0 ]; then

@@ -11,7 +11,11 @@
 //!   boot): the tooth would fail and our run would pass, both for no
 //!   reason of the module's;
 //! - a run of NVIDIA's own module (`client=nvNNN`), on a kernel it was not
-//!   built for (only the primary one).
+//!   built for (only the primary one);
+//! - a check of the simulated driver with the fixtures' C reference client
+//!   (`client=refclient`), on any kernel but the primary one: it proves the
+//!   test bed's simulator, whose code is the same C on every kernel, not
+//!   the module, and one kernel proves it once.
 //!
 //! Such a scenario line, with its `caught` and `needs` lines, becomes one
 //! `cut` line that says why: the verdict counts it as a skipped test of
@@ -28,6 +32,8 @@ pub struct Cut {
     pub kasan_only: usize,
     /// Scenarios cut because they run NVIDIA's module.
     pub nvidia_runs: usize,
+    /// Scenarios cut because they check the simulator, not the module.
+    pub fixture_checks: usize,
 }
 
 /// What the kernel the suite boots on has.
@@ -37,12 +43,23 @@ pub struct Kernel {
     pub kasan: bool,
     /// NVIDIA's module was built for it.
     pub nvidia: bool,
+    /// The primary kernel of the test bed (every line runs there).
+    pub primary: bool,
 }
 
 /// Why a line whose only detector is KASAN is skipped.
 pub const WHY_KASAN: &str = "this kernel has no KASAN, the only detector of this line's bug";
 /// Why a run of NVIDIA's module is skipped.
 pub const WHY_NVIDIA: &str = "NVIDIA's module is built for the primary kernel only";
+
+/// Why a check of the simulator with the C reference client is skipped.
+pub const WHY_FIXTURE: &str =
+    "a check of the simulator with the C reference client, not of the module: the primary kernel runs it";
+
+/// Whether a scenario line checks the simulator with the reference client.
+fn checks_fixtures(scenario: &str) -> bool {
+    scenario.split_whitespace().any(|w| w == "client=refclient")
+}
 
 /// The first word of a line, comments and indentation aside.
 fn keyword(line: &str) -> &str {
@@ -96,6 +113,9 @@ pub fn cut(text: &str, kernel: Kernel) -> Cut {
         if !kernel.nvidia && runs_nvidia(scenario) {
             out.nvidia_runs += 1;
             out.text.push_str(&cut_line(group, WHY_NVIDIA));
+        } else if !kernel.primary && checks_fixtures(scenario) {
+            out.fixture_checks += 1;
+            out.text.push_str(&cut_line(group, WHY_FIXTURE));
         } else if !kernel.kasan && kasan_only {
             out.kasan_only += 1;
             out.text.push_str(&cut_line(group, WHY_KASAN));
@@ -147,6 +167,7 @@ mod tests {
     const ALL: Kernel = Kernel {
         kasan: true,
         nvidia: true,
+        primary: true,
     };
 
     #[test]
@@ -215,6 +236,30 @@ mod tests {
     }
 
     #[test]
+    fn off_the_primary_kernel_the_simulator_checks_become_skips() {
+        let text = "scenario driver_matrix client=module driver=r525
+            scenario driver_matrix client=refclient driver=r525
+            scenario rel_field bug=x client=ref defects=x
+caught \"y\"
+";
+        let c = cut(
+            text,
+            Kernel {
+                primary: false,
+                ..ALL
+            },
+        );
+        assert_eq!(c.fixture_checks, 1);
+        assert!(c.text.contains(&format!(
+            "cut scenario \"{WHY_FIXTURE}\" driver_matrix client=refclient driver=r525\n"
+        )));
+        // our module's run and the reference client's teeth stay
+        assert!(c.text.contains("scenario driver_matrix client=module driver=r525\n"));
+        assert!(c.text.contains("client=ref defects=x\ncaught"));
+        assert_eq!(cut(text, ALL).text, text);
+    }
+
+    #[test]
     fn a_client_named_nv_without_a_release_is_not_nvidias() {
         let text = "scenario x client=nvx\ncaught \"y\"\n";
         let c = cut(
@@ -232,7 +277,13 @@ mod tests {
     /// a cut line of the same scenario: the scenario count is unchanged.
     #[test]
     fn the_matrix_suites_on_a_kernel_without_kasan() {
-        for name in ["field-teeth", "rel-races", "module", "driver-matrix"] {
+        for name in [
+            "field-teeth",
+            "rel-races",
+            "rel-races-module",
+            "module",
+            "driver-matrix",
+        ] {
             let path = format!("{}/../vm/suites/{name}.suite", env!("CARGO_MANIFEST_DIR"));
             let text = std::fs::read_to_string(&path).unwrap();
             let before = Suite::parse(name, &text).unwrap();
@@ -241,13 +292,24 @@ mod tests {
                 Kernel {
                     kasan: false,
                     nvidia: false,
+                    primary: false,
                 },
             );
             let after = Suite::parse(name, &c.text).unwrap();
             assert!(after.teeth.iter().all(|t| !t.pattern.contains("KASAN:")));
             assert!(after.scenarios.iter().all(|s| !s.contains("client=nv")));
             assert!(after.needs_kasan.is_empty());
-            assert_eq!(after.cut.len(), c.kasan_only + c.nvidia_runs, "{name}");
+            assert!(after.scenarios.iter().all(|s| !s.contains("client=refclient")));
+            assert_eq!(
+                after.cut.len(),
+                c.kasan_only + c.nvidia_runs + c.fixture_checks,
+                "{name}"
+            );
+            if name == "driver-matrix" {
+                // every check of the simulator went, every run of ours stayed
+                assert_eq!(c.fixture_checks, 12);
+                assert!(after.scenarios.iter().any(|s| s.contains("client=module")));
+            }
             assert_eq!(
                 after.scenarios.len() + after.cut.len(),
                 before.scenarios.len(),

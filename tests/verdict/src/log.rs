@@ -61,6 +61,50 @@ pub struct Splat {
     /// the lines after it (stack frames, `RIP:`), up to the report's end,
     /// the next splat or a line of the test bed.
     pub modules: Vec<String>,
+    /// A kmemleak report printed outside every scenario (the final scan):
+    /// the scenario that was running when the object was allocated, by the
+    /// `jiffies` of its `comm` line and the boot's `PEERMEM-CLOCK` samples.
+    pub allocated_during: Option<String>,
+}
+
+/// A `PEERMEM-CLOCK uptime=U jiffies=J` sample of the guest: two of them
+/// map kmemleak's allocation jiffies to the uptime the scenarios' markers
+/// carry.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct ClockSample {
+    uptime: f64,
+    jiffies: u64,
+}
+
+/// The value of `key=` among a marker line's words.
+fn word_value<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// The allocation jiffies of a kmemleak report's `comm "x", pid N, jiffies J` line.
+fn kmemleak_jiffies(line: &str) -> Option<u64> {
+    let rest = line.trim_start().strip_prefix("comm ")?;
+    rest.rsplit_once("jiffies ")?.1.trim().parse().ok()
+}
+
+/// The scenario whose [begin, end] uptime holds the allocation jiffies
+/// `j`, by the line through the first and last clock samples.
+fn scenario_at_jiffies(
+    j: u64,
+    clock: &[ClockSample],
+    spans: &[(String, f64, Option<f64>)],
+) -> Option<String> {
+    let (a, b) = (clock.first()?, clock.last()?);
+    if b.jiffies <= a.jiffies || b.uptime <= a.uptime {
+        return None;
+    }
+    let hz = (b.jiffies - a.jiffies) as f64 / (b.uptime - a.uptime);
+    let t = a.uptime + (j as f64 - a.jiffies as f64) / hz;
+    spans
+        .iter()
+        .find(|(_, begin, end)| t >= *begin && end.is_none_or(|e| t <= e))
+        .map(|(id, _, _)| id.clone())
 }
 
 /// Lines of a report read after its headline for the modules it names, at
@@ -162,6 +206,27 @@ pub fn clean_line(raw: &str) -> &str {
     line
 }
 
+/// [`SPLAT_SIGNATURES`] as one POSIX extended regular expression, for the
+/// guest's own checks (busybox grep -E): the guest and the verdict look for
+/// the same lines. Each signature is matched literally.
+pub fn splat_regex() -> String {
+    SPLAT_SIGNATURES
+        .iter()
+        .map(|(sig, _)| {
+            sig.chars()
+                .map(|c| {
+                    if "\\.[]()*+?{}|^$".contains(c) {
+                        format!("\\{c}")
+                    } else {
+                        c.to_string()
+                    }
+                })
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
 fn splat_kind(line: &str) -> Option<&'static str> {
     if HARNESS_PREFIXES.iter().any(|p| line.starts_with(p)) {
         return None;
@@ -212,6 +277,11 @@ pub fn analyse(text: &str) -> Result<LogFacts, String> {
     let mut in_cycle: Option<usize> = None;
     // The splat whose report is being read, and how many of its lines.
     let mut in_report: Option<(usize, usize)> = None;
+    // The guest's clock samples, each scenario's uptime span, and the
+    // allocation jiffies of each kmemleak report outside every scenario.
+    let mut clock: Vec<ClockSample> = Vec::new();
+    let mut spans: Vec<(String, f64, Option<f64>)> = Vec::new();
+    let mut leak_jiffies: Vec<(usize, u64)> = Vec::new();
     for (idx, raw) in text.lines().enumerate() {
         let line = clean_line(raw);
         if let Some(kind) = splat_kind(line) {
@@ -226,6 +296,7 @@ pub fn analyse(text: &str) -> Result<LogFacts, String> {
                 scenario: in_scenario.clone(),
                 classes: Vec::new(),
                 modules: frame_modules(line).map(String::from).collect(),
+                allocated_during: None,
             });
         } else if let Some((i, n)) = in_report {
             if n >= REPORT_LINES
@@ -236,6 +307,11 @@ pub fn analyse(text: &str) -> Result<LogFacts, String> {
                 in_report = None;
             } else {
                 in_report = Some((i, n + 1));
+                if let Some(j) = kmemleak_jiffies(line) {
+                    if facts.splats[i].kind == "kmemleak" && facts.splats[i].scenario.is_none() {
+                        leak_jiffies.push((i, j));
+                    }
+                }
                 for m in frame_modules(line) {
                     if !facts.splats[i].modules.iter().any(|k| k == m) {
                         facts.splats[i].modules.push(m.to_string());
@@ -255,13 +331,31 @@ pub fn analyse(text: &str) -> Result<LogFacts, String> {
             continue;
         }
         if let Some(rest) = line.strip_prefix("PEERMEM-SCENARIO-BEGIN ") {
-            let id = rest.trim().to_string();
+            // "ID uptime=U": the id is the first word (ids hold no space)
+            let id = rest.split_whitespace().next().unwrap_or("").to_string();
+            if let Some(u) = word_value(rest, "uptime").and_then(|u| u.parse().ok()) {
+                spans.push((id.clone(), u, None));
+            }
             started.push((id.clone(), idx + 1));
             in_scenario = Some(id);
             continue;
         }
-        if line.starts_with("PEERMEM-SCENARIO-END ") {
+        if let Some(rest) = line.strip_prefix("PEERMEM-SCENARIO-END ") {
+            let u = word_value(rest, "uptime").and_then(|u| u.parse::<f64>().ok());
+            if let (Some(u), Some(last)) = (u, spans.last_mut()) {
+                if Some(&last.0) == in_scenario.as_ref() {
+                    last.2 = Some(u);
+                }
+            }
             in_scenario = None;
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("PEERMEM-CLOCK ") {
+            let u = word_value(rest, "uptime").and_then(|u| u.parse().ok());
+            let j = word_value(rest, "jiffies").and_then(|j| j.parse().ok());
+            if let (Some(uptime), Some(jiffies)) = (u, j) {
+                clock.push(ClockSample { uptime, jiffies });
+            }
             continue;
         }
         legacy |= line.contains(LEGACY_RESULT);
@@ -308,6 +402,9 @@ pub fn analyse(text: &str) -> Result<LogFacts, String> {
         let report = kunit_report(&suite, &ktap::parse(lines));
         facts.kunit.insert(suite, report);
     }
+    for (i, j) in leak_jiffies {
+        facts.splats[i].allocated_during = scenario_at_jiffies(j, &clock, &spans);
+    }
     if scenario_ktap.is_empty() && legacy {
         return Err(format!(
             "the log has {LEGACY_RESULT}lines and no scenario KTAP document ({}...): \
@@ -326,11 +423,73 @@ mod tests {
     use super::*;
     use crate::scenarios::console;
 
+    /// A leak the final scan reports is charged to the scenario that was
+    /// running when the object was allocated (HZ from the two samples).
+    #[test]
+    fn attributes_a_final_leak_to_the_scenario_that_allocated_it() {
+        let log = "\
+PEERMEM-CLOCK uptime=10.00 jiffies=4294893796
+PEERMEM-SCENARIO-BEGIN a[k=1] uptime=11.00
+PEERMEM-SCENARIO-END a[k=1] rc=0 secs=2 uptime=13.00
+PEERMEM-SCENARIO-BEGIN b uptime=14.00
+PEERMEM-SCENARIO-END b rc=0 secs=6 uptime=20.00
+PEERMEM-CLOCK uptime=30.00 jiffies=4294898796
+[   35.0] kmemleak: 2 new suspected memory leaks
+unreferenced object 0xffff888001234567 (size 64):
+  comm \"simtest\", pid 90, jiffies 4294896296
+unreferenced object 0xffff888001234000 (size 64):
+  comm \"insmod\", pid 91, jiffies 4294897546
+";
+        let facts = analyse(&console(log)).unwrap();
+        let leaks: Vec<_> = facts.splats.iter().filter(|s| s.kind == "kmemleak").collect();
+        assert_eq!(leaks.len(), 2);
+        // 250 Hz: jiffies 4294896296 is uptime 20.0 (b's end), 4294897546 is 25.0
+        assert_eq!(leaks[0].allocated_during.as_deref(), Some("b"));
+        assert_eq!(leaks[0].scenario, None);
+        assert_eq!(leaks[1].allocated_during, None);
+        assert_eq!(facts.scenarios.len(), 0);
+    }
+
     #[test]
     fn strips_timestamps() {
         assert_eq!(clean_line("[    1.234567] hello\r"), "hello");
         assert_eq!(clean_line("[abc] x"), "[abc] x");
         assert_eq!(clean_line("plain"), "plain");
+    }
+
+    /// The guest greps with the regex the verdict hands it: each signature
+    /// (an RCU self-detected stall too) matches, a quiet line does not,
+    /// and a character special to ERE stays literal.
+    #[test]
+    fn splat_regex_matches_what_the_verdict_counts() {
+        let re = splat_regex();
+        let mut lines: Vec<String> = SPLAT_SIGNATURES
+            .iter()
+            .map(|(sig, _)| format!("[ 1.0] x {sig} y"))
+            .collect();
+        lines.push("[ 2.0] rcu: INFO: rcu_preempt self-detected stall on CPU".into());
+        let grep = |input: &str| {
+            let mut child = std::process::Command::new("grep")
+                .args(["-c", "-E", "--", &re])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("grep runs");
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(input.as_bytes())
+                .expect("write");
+            let out = child.wait_with_output().expect("grep ends");
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        for line in &lines {
+            assert_eq!(grep(&format!("{line}\n")), "1", "{line} not matched by {re}");
+        }
+        assert_eq!(grep("[ 3.0] quiet: BUG fixed, Oops-free, lockdep on\n"), "0");
+        assert_eq!(grep("kernel BUG_at\n"), "0", "a literal space stays literal");
     }
 
     #[test]

@@ -8,9 +8,10 @@
 //! - `vm-verdict suite-field --suite FILE FIELD` prints `iommu`, `timeout`
 //!   or `memory` for the runner script.
 //! - `vm-verdict summary [--cargo-log FILE --cargo-status FILE
-//!   [--host-skips FILE]] [--shrunk WHAT]... VERDICT.json...` prints the
-//!   table and the closing `N passed, N failed, N skipped` line, which
-//!   ends with each WHAT the run left out. Every VERDICT.json named is one
+//!   [--host-skips FILE]] [--shrunk WHAT]... [--budget LINE]...
+//!   VERDICT.json...` prints the table, each LINE (make test's wall time
+//!   against its budget in K), and the closing `N passed, N failed, N
+//!   skipped` line, which ends with each WHAT the run left out. Every VERDICT.json named is one
 //!   the run started: a missing or unreadable one is a failed test (a suite
 //!   whose runner died before its verdict does not vanish). Exit 0 only if
 //!   nothing failed, something passed, and nothing was skipped but the
@@ -24,9 +25,14 @@
 //!   scenario NVIDIA's own nvidia-peermem ran (`client=nvNNN`) beside our
 //!   module's run of it (issue 33), writes it as JSON to OUT; exit 0 only
 //!   if ours passed everywhere and NVIDIA's runs were as declared.
+//! - `vm-verdict splat-regex` prints the splat signatures as one extended
+//!   regular expression: the guest's scenarios check their own window for
+//!   the same lines the verdict counts (`mkinitramfs.sh` puts it in the
+//!   initramfs).
 //! - `vm-verdict cut-suite --suite FILE --out FILE [--no-kasan]
-//!   [--no-nvidia]` writes the suite as a kernel without KASAN, or without
-//!   a build of NVIDIA's module, can run it (`cut.rs`: each line it cannot
+//!   [--no-nvidia] [--not-primary]` writes the suite as a kernel without
+//!   KASAN, without a build of NVIDIA's module, or other than the primary
+//!   one can run it (`cut.rs`: each line it cannot
 //!   run a `cut` line, a skipped test), and says on stderr what it cut.
 
 mod cut;
@@ -141,6 +147,9 @@ fn summary_cmd(args: &[String]) -> Result<bool, String> {
     // SUITES, PEERMEM_SKIP_SELFTEST, PEERMEM_MATRIX_KERNELS): the closing
     // line says so.
     let mut shrunk: Vec<String> = Vec::new();
+    // Lines printed just before the failures and the closing line: the
+    // run's wall time against its budget (tests/run-tests.sh).
+    let mut budget: Vec<String> = Vec::new();
     let mut i = 0;
     while i < args.len() {
         let value = |flag: &str| args.get(i + 1).ok_or(format!("{flag} needs a file"));
@@ -149,6 +158,7 @@ fn summary_cmd(args: &[String]) -> Result<bool, String> {
             "--cargo-status" => cargo_status = Some(value("--cargo-status")?.clone()),
             "--host-skips" => host_skips = Some(value("--host-skips")?.clone()),
             "--shrunk" => shrunk.push(value("--shrunk")?.clone()),
+            "--budget" => budget.push(value("--budget")?.clone()),
             path => {
                 verdicts.push(match read(path) {
                     Err(e) => lost_verdict(path, e),
@@ -200,6 +210,9 @@ fn summary_cmd(args: &[String]) -> Result<bool, String> {
                 "the run fails (a reference machine has none; PEERMEM_ALLOW_SKIPS=1 accepts them)"
             }
         );
+    }
+    for line in &budget {
+        println!("{line}");
     }
     let mut failed = failed_host_tests;
     failed.extend(summary::failures(&verdicts, 240));
@@ -270,6 +283,7 @@ fn cut_suite(args: &[String]) -> Result<bool, String> {
     let kernel = cut::Kernel {
         kasan: !args.iter().any(|a| a == "--no-kasan"),
         nvidia: !args.iter().any(|a| a == "--no-nvidia"),
+        primary: !args.iter().any(|a| a == "--not-primary"),
     };
     let c = cut::cut(&read(&path)?, kernel);
     suite::Suite::parse(&name, &c.text).map_err(|e| format!("{path}, cut: {e}"))?;
@@ -286,6 +300,12 @@ fn cut_suite(args: &[String]) -> Result<bool, String> {
             c.nvidia_runs
         );
     }
+    if c.fixture_checks > 0 {
+        eprintln!(
+            "{name}: {} checks of the simulator with the C reference client skipped (the primary kernel runs them; counted as skipped)",
+            c.fixture_checks
+        );
+    }
     Ok(true)
 }
 
@@ -298,8 +318,12 @@ fn main() -> ExitCode {
         Some("reliability") => reliability_cmd(&args[1..]),
         Some("nvidia-vs-ours") => nvidia_cmd(&args[1..]),
         Some("cut-suite") => cut_suite(&args[1..]),
+        Some("splat-regex") if args.len() == 1 => {
+            println!("{}", log::splat_regex());
+            Ok(true)
+        }
         _ => Err(
-            "usage: vm-verdict check|suite-field|summary|reliability|nvidia-vs-ours|cut-suite ... (see src/main.rs)"
+            "usage: vm-verdict check|suite-field|summary|reliability|nvidia-vs-ours|cut-suite|splat-regex ... (see src/main.rs)"
                 .into(),
         ),
     };
