@@ -14,6 +14,9 @@ n=${SOAK_N:-20}
 case "$n" in '' | *[!0-9]*) echo "error: SOAK_N=$n is not a number" >&2; exit 2 ;; esac
 rm -rf "$results"
 mkdir -p "$results"
+# Every scenario scans for leaks itself in a soak (make test leaves that to
+# each boot's final scan): a leak then fails the scenario that leaked.
+export PEERMEM_KMEMLEAK=${PEERMEM_KMEMLEAK:-each}
 
 # A soak.list line is "NAME" (booted SOAK_N times) or "NAME runs=K" (K
 # times whatever SOAK_N is, for a suite too long to boot SOAK_N times).

@@ -30,7 +30,7 @@ unset PEERMEM_KERNEL
 # (docs/test-bed.md: its 6.12 test kernel in 10m20s).
 K_REF=620
 # Whole build / proxy, both on the same machine (docs/test-bed.md, "K").
-PROXY_RATIO=${PEERMEM_K_PROXY_RATIO:-40}
+PROXY_RATIO=${PEERMEM_K_PROXY_RATIO:-59}
 # The proxy's objects: large, lock- and memory-heavy files, compiled with
 # the tree's own command lines (KASAN, lockdep and all).
 PROXY_OBJECTS=(kernel/fork.o kernel/sched/core.o mm/memory.o mm/slub.o
