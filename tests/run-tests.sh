@@ -354,6 +354,14 @@ try:
 except (OSError, ValueError):
     t = {}
 boots = {n: s for n, s in t.items() if not n.startswith("phase:") and n != "total"}
+for d in sorted(os.listdir(results)):
+    if d.startswith("kernel-"):
+        try:
+            kt = json.load(open(os.path.join(results, d, "timings.json")))
+        except (OSError, ValueError):
+            continue
+        boots.update({f"{n} ({d[len('kernel-'):]})": v for n, v in kt.items()
+                      if isinstance(v, int) and not n.startswith("phase:")})
 if boots:
     n, s = max(boots.items(), key=lambda kv: kv[1])
     print(f"longest boot: {n}, {mmss(s)} in the pool = {s / k:.2f} K (budget 0.5 K alone)")
