@@ -282,6 +282,7 @@ caught \"y\"
             "rel-races",
             "rel-races-module",
             "module",
+            "module-matrix",
             "driver-matrix",
         ] {
             let path = format!("{}/../vm/suites/{name}.suite", env!("CARGO_MANIFEST_DIR"));
