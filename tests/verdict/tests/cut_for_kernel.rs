@@ -33,6 +33,7 @@ fn cut(name: &str, config: Option<&str>, id: &str) -> (bool, String, String, Pat
         .arg(&out)
         .arg(repo().join("tests/vm/suites/field-teeth.suite"))
         .arg(repo().join("tests/vm/suites/module.suite"))
+        .arg(repo().join("tests/vm/on-demand/field-teeth-nvidia.suite"))
         .env("PEERMEM_VM_VERDICT", env!("CARGO_BIN_EXE_vm-verdict"))
         .env("PEERMEM_KERNEL", id)
         .output()
@@ -65,7 +66,7 @@ fn lines_starting(text: &str, word: &str) -> usize {
 fn the_primary_kernel_with_kasan_runs_every_line() {
     let (ok, stdout, stderr, out) = cut("primary", Some("CONFIG_KASAN=y\n"), &primary());
     assert!(ok, "{stderr}");
-    assert_eq!(stdout.lines().count(), 2);
+    assert_eq!(stdout.lines().count(), 3);
     let orig = std::fs::read_to_string(repo().join("tests/vm/suites/field-teeth.suite")).unwrap();
     let got = std::fs::read_to_string(out.join("field-teeth.suite")).unwrap();
     assert_eq!(got, orig);
@@ -91,14 +92,15 @@ fn a_kernel_without_kasan_turns_its_kasan_only_lines_into_skips() {
     );
     assert!(got.contains("cut scenario \"this kernel has no KASAN"));
     assert!(got.contains("cut teeth \"this kernel has no KASAN"));
-    assert!(got.contains("cut teeth \"NVIDIA's module is built for the primary kernel only\""));
+    let nv = std::fs::read_to_string(out.join("field-teeth-nvidia.suite")).unwrap();
+    assert!(nv.contains("cut teeth \"NVIDIA's module is built for the primary kernel only\""));
     assert!(!got.contains("KASAN: slab"));
     assert!(
         stderr.contains("field-teeth: 4 lines whose only detector is KASAN skipped"),
         "{stderr}"
     );
     assert!(
-        stderr.contains("field-teeth: 3 runs of NVIDIA's module skipped"),
+        stderr.contains("field-teeth-nvidia: 3 runs of NVIDIA's module skipped"),
         "{stderr}"
     );
     // The verdict reads what the cut wrote.
