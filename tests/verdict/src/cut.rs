@@ -254,7 +254,9 @@ caught \"y\"
             "cut scenario \"{WHY_FIXTURE}\" driver_matrix client=refclient driver=r525\n"
         )));
         // our module's run and the reference client's teeth stay
-        assert!(c.text.contains("scenario driver_matrix client=module driver=r525\n"));
+        assert!(c
+            .text
+            .contains("scenario driver_matrix client=module driver=r525\n"));
         assert!(c.text.contains("client=ref defects=x\ncaught"));
         assert_eq!(cut(text, ALL).text, text);
     }
@@ -322,7 +324,10 @@ caught \"y\"
             assert!(after.teeth.iter().all(|t| !t.pattern.contains("KASAN:")));
             assert!(after.scenarios.iter().all(|s| !s.contains("client=nv")));
             assert!(after.needs_kasan.is_empty());
-            assert!(after.scenarios.iter().all(|s| !s.contains("client=refclient")));
+            assert!(after
+                .scenarios
+                .iter()
+                .all(|s| !s.contains("client=refclient")));
             assert_eq!(
                 after.cut.len(),
                 c.kasan_only + c.nvidia_runs + c.fixture_checks,

@@ -441,7 +441,11 @@ unreferenced object 0xffff888001234000 (size 64):
   comm \"insmod\", pid 91, jiffies 4294897546
 ";
         let facts = analyse(&console(log)).unwrap();
-        let leaks: Vec<_> = facts.splats.iter().filter(|s| s.kind == "kmemleak").collect();
+        let leaks: Vec<_> = facts
+            .splats
+            .iter()
+            .filter(|s| s.kind == "kmemleak")
+            .collect();
         assert_eq!(leaks.len(), 2);
         // 250 Hz: jiffies 4294896296 is uptime 20.0 (b's end), 4294897546 is 25.0
         assert_eq!(leaks[0].allocated_during.as_deref(), Some("b"));
@@ -486,10 +490,21 @@ unreferenced object 0xffff888001234000 (size 64):
             String::from_utf8_lossy(&out.stdout).trim().to_string()
         };
         for line in &lines {
-            assert_eq!(grep(&format!("{line}\n")), "1", "{line} not matched by {re}");
+            assert_eq!(
+                grep(&format!("{line}\n")),
+                "1",
+                "{line} not matched by {re}"
+            );
         }
-        assert_eq!(grep("[ 3.0] quiet: BUG fixed, Oops-free, lockdep on\n"), "0");
-        assert_eq!(grep("kernel BUG_at\n"), "0", "a literal space stays literal");
+        assert_eq!(
+            grep("[ 3.0] quiet: BUG fixed, Oops-free, lockdep on\n"),
+            "0"
+        );
+        assert_eq!(
+            grep("kernel BUG_at\n"),
+            "0",
+            "a literal space stays literal"
+        );
     }
 
     #[test]

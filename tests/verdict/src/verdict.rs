@@ -171,9 +171,9 @@ fn splat_evidence(s: &Splat) -> String {
     match &s.scenario {
         Some(scenario) => e += &format!(" (during {scenario})"),
         None => match &s.allocated_during {
-            Some(scenario) => {
-                e += &format!(" (printed after the last scenario; the object was allocated during {scenario})")
-            }
+            Some(scenario) => e += &format!(
+                " (printed after the last scenario; the object was allocated during {scenario})"
+            ),
             None => e += " (in no scenario: between two, or after the last)",
         },
     }
