@@ -168,16 +168,14 @@ fn splat_evidence(s: &Splat) -> String {
     if !s.modules.is_empty() {
         e += &format!(" (modules in its report: {})", s.modules.join(", "));
     }
-    match &s.scenario {
-        Some(scenario) => e += &format!(" (during {scenario})"),
-        None => match &s.allocated_during {
-            Some(scenario) => e += &format!(
-                " (printed after the last scenario; the object was allocated during {scenario})"
-            ),
-            None => e += " (in no scenario: between two, or after the last)",
-        },
-    }
-    e
+    let when = match (&s.scenario, &s.allocated_during) {
+        (Some(scenario), _) => format!("during {scenario}"),
+        (None, Some(scenario)) => {
+            format!("printed after the last scenario; the object was allocated during {scenario}")
+        }
+        (None, None) => "in no scenario: between two, or after the last".to_string(),
+    };
+    e + &format!(" ({when})")
 }
 
 /// Turns the result of a scenario run against a planted defect into its
