@@ -577,6 +577,168 @@ test_dropin_vs_driver_dkms() {
 	resolve ours "driver's package removed"
 }
 
+# --- the PeerDirect exporter, as the DKMS Makefile finds it -------------------------
+# Module trees laid out as the packages lay them out, with stand-in modules
+# (a .modinfo name, a __ksymtab entry and a __kcrctab CRC per export: what
+# the Makefile and depmod read of a module), indexed by the real depmod.
+# The Makefile must take the PeerDirect exports, with their CRCs, from the
+# module modprobe would load, whichever of ib_uverbs (OFED 24.07 on) or
+# ib_core (older) has them, compressed or not, or stop with one line saying
+# what it looked at and what to install. No kernel is needed: a tree with
+# just a .config and rust/libkernel.rmeta passes the kernel checks.
+pd_mod() { # OUT NAME [SYMBOL=CRC...]: a stand-in module exporting SYMBOLs
+	local out=$1 name=$2 s
+	shift 2
+	mkdir -p "$(dirname "$out")"
+	{
+		printf 'static const char n[] __attribute__((section(".modinfo"), used, aligned(1))) = "name=%s";\n' "$name"
+		printf 'static const char l[] __attribute__((section(".modinfo"), used, aligned(1))) = "license=GPL";\n'
+		for s in "$@"; do
+			printf 'int %s(void) { return 0; }\n' "${s%=*}"
+			printf 'const int __ksymtab_%s[3] __attribute__((section("__ksymtab"), used)) = { 0 };\n' "${s%=*}"
+			printf 'const unsigned int __crc_%s __attribute__((section("__kcrctab"), used)) = %s;\n' "${s%=*}" "${s#*=}"
+		done
+	} >"$out.c" && gcc -c -o "${out%.ko*}.o" "$out.c" && rm -f "$out.c" || return 1
+	case "$out" in
+	*.zst) zstd -q --rm -f "${out%.ko*}.o" -o "$out" ;;
+	*.xz) xz -c "${out%.ko*}.o" >"$out" && rm -f "${out%.ko*}.o" ;;
+	*) mv "${out%.ko*}.o" "$out" ;;
+	esac
+}
+test_peerdirect_exporter() {
+	local d=$T/pd kv=7.0.0-31-generic o rc
+	local pd=ib_register_peer_memory_client
+	rm -rf "$d" && mkdir -p "$d/kdir/rust" "$d/build" || return 1
+	printf 'CONFIG_RUST=y\nCONFIG_MODVERSIONS=y\n' >"$d/kdir/.config"
+	touch "$d/kdir/Makefile" "$d/kdir/rust/libkernel.rmeta"
+	cp "$pkg/dkms/Makefile" "$d/build/Makefile"
+	node() { # NAME: an empty node with NVIDIA's precompiled driver, as Ubuntu ships it
+		rm -rf "${d:?}/${1:?}" && mkdir -p "$d/$1/etc/depmod.d"
+		pd_mod "$d/$1/lib/modules/$kv/kernel/nvidia-580-open/nvidia.ko" nvidia \
+			nvidia_p2p_get_pages=0x0badcafe
+	}
+	inbox() { # NAME EXT: the kernel's own RDMA stack, no PeerDirect
+		pd_mod "$d/$1/lib/modules/$kv/kernel/drivers/infiniband/core/ib_core.ko$2" ib_core ib_register_client=0x00000001 &&
+			pd_mod "$d/$1/lib/modules/$kv/kernel/drivers/infiniband/core/ib_uverbs.ko$2" ib_uverbs ib_umem_get=0x00000002
+	}
+	# (depmod's warnings about the files a kernel package would add: not ours)
+	index() { depmod -b "$d/$1" -C "$d/$1/etc/depmod.d" "$kv" 2>/dev/null || die "depmod -b $d/$1"; }
+	# build NAME [MAKE-ARGS...]: the exports as dkms's make would take them
+	# (pd_target=check-build-env: only the checks, where a tree is used as is)
+	local pd_target=
+	build() {
+		rm -rf "$d/build/.ofed-exports" "$d/build/.nvidia-exports"
+		o=$(make --no-print-directory -C "$d/build" PEERMEM_BUILD_CONF="$T/none" PEERMEM_SYSROOT="$d/$1" \
+			KVER="$kv" KDIR="$d/kdir" "${@:2}" print-build-env \
+			"${pd_target:-$d/build/.ofed-exports/Module.symvers}" 2>&1)
+		rc=$?
+		echo "--- $1: exit $rc"
+		echo "$o"
+	}
+	took() { # NAME FILE CRC: built, from FILE, with FILE's CRC for the symbol
+		[ "$rc" = 0 ] || die "$1: the build stopped"
+		[[ "$o" == *"PEERDIRECT_KO=$2"* ]] || die "$1: expected the exports of $2"
+		grep -qx "$3	$pd	$(basename "${2%%.ko*}")	EXPORT_SYMBOL	" "$d/build/.ofed-exports/Module.symvers" ||
+			die "$1: not $3 ($2's CRC) in: $(cat "$d/build/.ofed-exports/Module.symvers" 2>/dev/null)"
+	}
+	refused() { # NAME TEXT...: stopped with one error line holding every TEXT
+		local t line
+		[ "$rc" != 0 ] || die "$1: built without a PeerDirect core"
+		line=$(grep -c '^nvidia-peermem-rs: error: ' <<<"$o")
+		[ "$line" = 1 ] || die "$1: $line error lines"
+		for t in "${@:2}"; do
+			grep '^nvidia-peermem-rs: error: ' <<<"$o" | grep -qF -- "$t" || die "$1: the error does not say: $t"
+		done
+	}
+	local doca=kernel/doca-ofed-3.4 m
+	# Canonical's archive DOCA-OFED (24.07+): the exports in ib_uverbs.ko.zst
+	# under kernel/doca-ofed-<ver>/, no ofa_kernel tree, no inbox copy.
+	node doca
+	m=$d/doca/lib/modules/$kv
+	pd_mod "$m/$doca/ib_core.ko.zst" ib_core ib_register_client=0x00000011 &&
+		pd_mod "$m/$doca/ib_uverbs.ko.zst" ib_uverbs $pd=0x2407aaaa ib_unregister_peer_memory_client=0x2407bbbb || return 1
+	index doca
+	build doca
+	took "DOCA 24.07+ in kernel/doca-ofed-<ver>/" "$m/$doca/ib_uverbs.ko.zst" 0x2407aaaa
+	# The same beside the inbox stack, which also exports the symbol with
+	# another CRC (as Ubuntu 22.04's does): the CRCs are those of the copy
+	# depmod picked, whichever it is.
+	inbox doca .zst && pd_mod "$m/kernel/drivers/infiniband/core/ib_uverbs.ko.zst" ib_uverbs $pd=0x05150000 || return 1
+	echo "override ib_uverbs * $doca" >"$d/doca/etc/depmod.d/doca.conf"
+	index doca
+	build doca
+	took "DOCA picked by depmod" "$m/$doca/ib_uverbs.ko.zst" 0x2407aaaa
+	echo "override ib_uverbs * kernel/drivers/infiniband/core" >"$d/doca/etc/depmod.d/doca.conf"
+	index doca
+	build doca
+	took "inbox picked by depmod" "$m/kernel/drivers/infiniband/core/ib_uverbs.ko.zst" 0x05150000
+	# An inbox stack without PeerDirect picked over DOCA's: say so, and how.
+	inbox doca .zst
+	index doca
+	build doca
+	refused "inbox without PeerDirect picked over DOCA's" "modprobe would load" \
+		"$m/kernel/drivers/infiniband/core/ib_uverbs.ko.zst" "$m/$doca/ib_uverbs.ko.zst" "depmod $kv" "override"
+	# DOCA-Host 3.2+: the tree in /usr/src/ofa_kernel-dkms/<arch>/<kver>,
+	# the exports listed against ib_uverbs; a stale ofa_kernel/default of
+	# another kernel, without them, does not count.
+	node dkms
+	inbox dkms .zst
+	index dkms
+	mkdir -p "$d/dkms/usr/src/ofa_kernel-dkms/$(uname -m)/$kv" "$d/dkms/usr/src/ofa_kernel/default"
+	printf '0x3200cccc\t%s\tdrivers/infiniband/core/ib_uverbs\tEXPORT_SYMBOL\t\n' $pd \
+		>"$d/dkms/usr/src/ofa_kernel-dkms/$(uname -m)/$kv/Module.symvers"
+	printf '0x00000001\tib_register_client\tdrivers/infiniband/core/ib_core\tEXPORT_SYMBOL\t\n' \
+		>"$d/dkms/usr/src/ofa_kernel/default/Module.symvers"
+	pd_target=check-build-env build dkms
+	[ "$rc" = 0 ] && [[ "$o" == *"OFED_DIR=$d/dkms/usr/src/ofa_kernel-dkms/$(uname -m)/$kv"* ]] ||
+		die "DOCA-Host's ofa_kernel-dkms tree not taken"
+	# MLNX_OFED up to 24.04: the exports in ib_core, from DKMS (updates/),
+	# uncompressed, then xz-compressed; ib_uverbs without them.
+	local ext
+	for ext in "" .xz; do
+		node old
+		inbox old "$ext"
+		pd_mod "$d/old/lib/modules/$kv/updates/dkms/ib_core.ko$ext" ib_core $pd=0x23100ddd || return 1
+		index old
+		build old
+		took "MLNX_OFED ib_core.ko$ext" "$d/old/lib/modules/$kv/updates/dkms/ib_core.ko$ext" 0x23100ddd
+	done
+	# The old name of the override still works.
+	build old IB_CORE_KO="$d/old/lib/modules/$kv/updates/dkms/ib_core.ko.xz"
+	took "IB_CORE_KO=" "$d/old/lib/modules/$kv/updates/dkms/ib_core.ko.xz" 0x23100ddd
+	# Neither module exports it: the inbox stack only.
+	node none
+	inbox none .zst
+	index none
+	build none
+	refused "inbox only" "no MLNX_OFED/DOCA-OFED PeerDirect core found for kernel $kv" \
+		"$d/none/lib/modules/$kv/kernel/drivers/infiniband/core/ib_uverbs.ko.zst" \
+		"$d/none/lib/modules/$kv/kernel/drivers/infiniband/core/ib_core.ko.zst" \
+		"do not export $pd" "ofa_kernel-dkms" "Install MLNX_OFED/DOCA-OFED"
+	# No RDMA module at all, and modules depmod has not indexed yet.
+	node empty
+	index empty
+	build empty
+	refused "no RDMA stack" "no ib_uverbs or ib_core module under" "Install MLNX_OFED/DOCA-OFED"
+	rm -f "$d/none/lib/modules/$kv"/modules.*
+	build none
+	refused "not indexed" "depmod has not indexed them" "Run depmod $kv"
+	# NVIDIA's precompiled package ships an nvidia-peermem.ko (built without
+	# an OFED tree: a stub that refuses to load) in kernel/nvidia-580-open/;
+	# with Ubuntu's search order and the drop-in's depmod.d line, modprobe
+	# nvidia-peermem loads the drop-in from updates/dkms.
+	node stub
+	pd_mod "$d/stub/lib/modules/$kv/kernel/nvidia-580-open/nvidia-peermem.ko" nvidia_peermem &&
+		pd_mod "$d/stub/lib/modules/$kv/updates/dkms/nvidia_peermem.ko" nvidia_peermem || return 1
+	echo 'search updates ubuntu built-in' >"$d/stub/etc/depmod.d/ubuntu.conf"
+	cp "$pkg/depmod.d/$name-dropin.conf" "$d/stub/etc/depmod.d/"
+	index stub
+	o=$(modinfo -b "$d/stub" -k "$kv" -n nvidia-peermem)
+	echo "modprobe nvidia-peermem -> $o"
+	[ "$o" = "$d/stub/lib/modules/$kv/updates/dkms/nvidia_peermem.ko" ] ||
+		die "NVIDIA's precompiled nvidia-peermem.ko wins over the drop-in"
+}
+
 # --- the DKMS source tree and its Makefile's checks -----------------------------------
 test_dkms_source() {
 	local st=$out/dkms/$name-$version
@@ -1048,6 +1210,7 @@ t rpm test_rpm
 t default-dropin test_default_dropin
 t deb-dropin test_deb_dropin
 t dropin-vs-driver-dkms test_dropin_vs_driver_dkms
+t peerdirect-exporter test_peerdirect_exporter
 if [ -z "$kver" ]; then
 	[ -n "${PACKAGING_TESTS:-}" ] ||
 		bad "dkms (no Rust-enabled kernel tree: see $res/kernel.log)"
