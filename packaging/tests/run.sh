@@ -1033,6 +1033,7 @@ test_deb() {
 	diff -u "$T/exp-deb" "$res/deb.files" || die "deb file list"
 	[ "$(dpkg-deb -f "$deb" Package)" = "$name-dkms" ] &&
 		[[ "$(dpkg-deb -f "$deb" Depends)" == *dkms* ]] &&
+		[[ "$(dpkg-deb -f "$deb" Depends)" == *dwarves* ]] &&
 		[ "$(dpkg-deb -f "$deb" Architecture)" = all ] || die "control fields"
 	mkdir -p "$T/debx/DEBIAN" && dpkg-deb -x "$deb" "$T/debx" && dpkg-deb -e "$deb" "$T/debx/DEBIAN" &&
 		grep -qx "/etc/modprobe.d/$name.conf" "$T/debx/DEBIAN/conffiles" &&
@@ -1134,6 +1135,7 @@ test_rpm() {
 	[ "$(rpm -qp --qf '%{ARCH} %{VERSION} %{LICENSE}' "$rpm")" = "noarch $version GPL-2.0-only" ] ||
 		die "rpm header: $(rpm -qp --qf '%{ARCH} %{VERSION} %{LICENSE}' "$rpm")"
 	rpm -qp --requires "$rpm" | grep -qx 'dkms >= 3.0.11' || die "the RPM does not require dkms"
+	rpm -qp --requires "$rpm" | grep -qx 'dwarves' || die "the RPM does not require dwarves (pahole)"
 	[ "$(rpm -qpc "$rpm" | LC_ALL=C sort | tr '\n' ' ')" = "/etc/modprobe.d/$name.conf /etc/$name/build.conf " ] ||
 		die "config files: $(rpm -qpc "$rpm")"
 	rpm -qp --scripts "$rpm" >"$res/rpm-scripts.txt"
