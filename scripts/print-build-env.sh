@@ -5,12 +5,16 @@
 # kernel's /lib/modules/$(uname -r)/build); RUSTC, BINDGEN and CC override
 # the tools looked for (as they would in the kernel make).
 #
+# It also says which PeerDirect core (ib_uverbs or ib_core, or an OFED
+# tree) and which nvidia.ko the build takes for this kernel, whether the
+# loaded RDMA stack has PeerDirect, and whether pahole is needed.
+#
 # On Ubuntu (ID=ubuntu in /etc/os-release) it also names the packages to
 # install, one `apt install` line: linux-headers-<release>,
 # linux-lib-rust-<release> (the kernel's compiled Rust crates, under
 # /usr/src/linux-lib-rust-<release>/rust), rustc-1.NN (the release the
-# kernel records in CONFIG_RUSTC_VERSION_TEXT), bindgen, libclang-dev and
-# dkms; and it says when the kernel cannot build Rust modules at all (Rust
+# kernel records in CONFIG_RUSTC_VERSION_TEXT), bindgen, libclang-dev,
+# dkms and dwarves (pahole, for kernels with BTF); and it says when the kernel cannot build Rust modules at all (Rust
 # off, or a flavour built without linux-lib-rust): boot the generic kernel.
 #
 # PEERMEM_SYSROOT=<dir> reads /etc/os-release, /boot, /usr/src, /usr/lib
@@ -121,6 +125,8 @@ if [ ! -f "$kdir/.config" ] || [ ! -f "$kdir/Makefile" ]; then
 		command -v "$bindgen" >/dev/null || need bindgen
 		has_libclang || need libclang-dev
 		command -v dkms >/dev/null || need dkms
+		# Ubuntu's headers carry a BTF vmlinux: the build will run pahole.
+		[ "$(conf DEBUG_INFO_BTF_MODULES)" != y ] || command -v pahole >/dev/null || need dwarves
 		echo "install: sudo apt install ${apt[*]}"
 		echo "verdict: NO: install the packages above, then run this again"
 		exit 1
@@ -246,6 +252,106 @@ fi
 if [ "$os_id" = ubuntu ] && ! command -v dkms >/dev/null; then
 	no "dkms" "not installed: the package builds the module through it"
 	need dkms
+fi
+
+# pahole: with CONFIG_DEBUG_INFO_BTF_MODULES=y and a vmlinux in the build
+# tree (Ubuntu's headers ship a BTF-only one), Kbuild runs pahole on every
+# module it links, and stops with "pahole: not found" without it.
+if [ "$(conf DEBUG_INFO_BTF_MODULES)" = y ] &&
+	{ [ -f "$kdir/vmlinux" ] || { [ "$kver" = "$running" ] && [ -e "$root/sys/kernel/btf/vmlinux" ]; }; }; then
+	kpahole=$(conf PAHOLE_VERSION)
+	have_pahole=$(pahole --version 2>/dev/null | sed 's/^v//; s/\.//' || true)
+	if [ -z "$have_pahole" ]; then
+		no "pahole" "not found: the kernel has BTF for modules (CONFIG_DEBUG_INFO_BTF_MODULES=y, $kdir/vmlinux), so the build runs pahole (Debian/Ubuntu: apt install dwarves)"
+		need dwarves
+	elif [ -n "$kpahole" ] && [ "$have_pahole" -lt "$kpahole" ] 2>/dev/null; then
+		note "pahole" "version $have_pahole is older than the kernel's ($kpahole): its BTF may be refused at load (CONFIG_MODULE_ALLOW_BTF_MISMATCH=$(conf MODULE_ALLOW_BTF_MISMATCH))"
+	else
+		ok "pahole" "version $have_pahole (the kernel has BTF for modules)"
+	fi
+fi
+
+# The PeerDirect core and the NVIDIA driver, as DKMS's make finds them
+# (packaging/dkms/Makefile): a MLNX_OFED / DOCA-OFED tree whose
+# Module.symvers lists the PeerDirect symbol, else the installed ib_uverbs
+# (OFED 24.07 on) or ib_core (older) that exports it, the file modprobe
+# would load for this kernel (depmod's choice, read back with modinfo).
+pd_sym=ib_register_peer_memory_client
+# modfile NAME: the file modprobe would load for NAME on kernel $kver.
+modfile() { modinfo ${root:+-b "$root"} -k "$kver" -F filename "$1" 2>/dev/null | grep '^/' | head -n 1; }
+# ko_exports FILE SYMBOL: the module (compressed or not) exports SYMBOL.
+ko_exports() {
+	local t rc=1
+	t=$(mktemp) || return 1
+	case "$1" in
+	*.zst) zstd -qdc "$1" ;; *.xz) xz -dc "$1" ;; *.gz) gzip -dc "$1" ;; *) cat "$1" ;;
+	esac >"$t" 2>/dev/null && objdump -t "$t" 2>/dev/null | grep -q "[[:space:]]__ksymtab_$2\$" && rc=0
+	rm -f "$t"
+	return $rc
+}
+if ! command -v modinfo >/dev/null || ! command -v objdump >/dev/null; then
+	note "PeerDirect core" "cannot tell: modinfo (kmod) or objdump (binutils) missing"
+else
+	pd_tree=
+	for t in "$root/usr/src/ofa_kernel-dkms/$(uname -m)/$kver" "$root/usr/src/ofa_kernel/$(uname -m)/$kver" \
+		"$root/usr/src/ofa_kernel-dkms/$kver" "$root/usr/src/ofa_kernel/$kver" "$root/usr/src/ofa_kernel/default"; do
+		if grep -q "[[:space:]]${pd_sym}[[:space:]]" "$t/Module.symvers" 2>/dev/null; then
+			pd_tree=$t
+			break
+		fi
+	done
+	pd_ko=
+	pd_seen=()
+	for m in ib_uverbs ib_core; do
+		f=$(modfile "$m")
+		[ -n "$f" ] || continue
+		pd_seen+=("$f")
+		if [ -z "$pd_ko" ] && ko_exports "$f" "$pd_sym"; then pd_ko=$f; fi
+	done
+	[ ${#pd_seen[@]} -eq 0 ] || ok "RDMA modules" "modprobe loads ${pd_seen[*]}"
+	if [ -n "$pd_tree" ]; then
+		ok "PeerDirect core" "$pd_tree/Module.symvers lists $pd_sym"
+	elif [ -n "$pd_ko" ]; then
+		ok "PeerDirect core" "$pd_ko exports $pd_sym"
+	else
+		no "PeerDirect core" "${pd_seen[*]:+modprobe would load ${pd_seen[*]}, without $pd_sym (the inbox RDMA stack),}${pd_seen[*]:-no ib_uverbs or ib_core module for $kver,} and no ofa_kernel tree lists it: install DOCA-OFED (Ubuntu 26.04: Canonical's doca-ofed packages or NVIDIA's DOCA-Host), then reboot"
+	fi
+	# The loaded stack: a core installed since boot is only used once the
+	# inbox one is out (reboot, or unload every RDMA module and load again).
+	if [ "$kver" = "$running" ] && { [ -d "$root/sys/module/ib_core" ] || [ -d "$root/sys/module/ib_uverbs" ]; }; then
+		loaded=$(grep -m 1 "[[:space:]]$pd_sym\([[:space:]]\|$\)" "$root/proc/kallsyms" 2>/dev/null)
+		if [ -n "$loaded" ]; then
+			ok "loaded RDMA stack" "has PeerDirect ($pd_sym${loaded##*"$pd_sym"})"
+		elif [ -r "$root/proc/kallsyms" ] && [ -n "$pd_ko$pd_tree" ]; then
+			note "loaded RDMA stack" "has no PeerDirect (the inbox ib_uverbs/ib_core, loaded at boot), though the installed one has: reboot (or reload the RDMA stack) before loading the module"
+		elif [ -r "$root/proc/kallsyms" ]; then
+			note "loaded RDMA stack" "has no PeerDirect ($pd_sym not in /proc/kallsyms)"
+		fi
+	fi
+	nv=$(modfile nvidia)
+	if [ -n "$nv" ]; then
+		ok "NVIDIA driver" "modprobe loads $nv"
+	elif compgen -G "$root/usr/src/nvidia-*/Module.symvers" >/dev/null; then
+		ok "NVIDIA driver" "no nvidia module for $kver; a built driver tree: $(compgen -G "$root/usr/src/nvidia-*/Module.symvers" | head -n 1)"
+	else
+		no "NVIDIA driver" "no nvidia module for $kver (modinfo -k $kver nvidia) and no built /usr/src/nvidia-*: install the driver (Ubuntu: sudo ubuntu-drivers install --gpgpu)"
+	fi
+	# Which nvidia-peermem modprobe loads: the drop-in (updates/dkms/
+	# nvidia_peermem.ko, made to win by its /etc/depmod.d line) or the
+	# driver's own, which without an OFED tree at its build is a stub
+	# that refuses to load.
+	pm=$(modfile nvidia-peermem)
+	case "$pm" in
+	'') ;;
+	*/updates/dkms/nvidia_peermem.ko*) ok "nvidia-peermem" "modprobe loads the drop-in, $pm" ;;
+	*)
+		if compgen -G "$root/lib/modules/$kver/updates/dkms/nvidia_peermem.ko*" >/dev/null; then
+			note "nvidia-peermem" "modprobe loads $pm, not the installed drop-in: is /etc/depmod.d/nvidia-peermem-rs-dropin.conf there? then run depmod $kver"
+		else
+			ok "nvidia-peermem" "modprobe loads $pm (the driver's) until the drop-in is installed, which then wins"
+		fi
+		;;
+	esac
 fi
 
 # Informational: what the loader will ask of the module.

@@ -140,7 +140,8 @@ test_print_build_env_ubuntu() {
 	local d=$T/pbe tools=$T/pbe-tools o rc
 	rm -rf "$d" "$tools" && mkdir -p "$d" "$tools" || return 1
 	local tool
-	for tool in bash sh sed cat head tr readlink awk uname grep sort env dirname basename gzip mktemp rm; do
+	for tool in bash sh sed cat head tr readlink awk uname grep sort env dirname basename gzip mktemp rm \
+		modinfo objdump zstd xz; do
 		ln -s "$(command -v "$tool")" "$tools/$tool" || die "no $tool on this host"
 	done
 	stub() { # ROOT NAME OUTPUT
@@ -157,13 +158,16 @@ test_print_build_env_ubuntu() {
 			echo 'CONFIG_CC_VERSION_TEXT="x86_64-linux-gnu-gcc-15 (Ubuntu 15.2.0-4ubuntu4) 15.2.0"'
 			echo 'CONFIG_BINDGEN_VERSION_TEXT="bindgen 0.72.1"'
 			echo CONFIG_MODVERSIONS=y
+			echo CONFIG_DEBUG_INFO_BTF_MODULES=y
+			echo CONFIG_PAHOLE_VERSION=125
 		} >"$r/boot/config-$3"
 	}
 	installed() { # NAME KVER RUSTC_PKG RUSTC_TEXT RUST_LINK: what apt install puts there
 		local r=$1 h=$d/$1/usr/src/linux-headers-$2
 		r=$d/$r
 		mkdir -p "$h/include/config" "$h/scripts" "$r/usr/src/linux-lib-rust-$2/rust" "$r/usr/lib/llvm-21/lib"
-		cp "$r/boot/config-$2" "$h/.config" && touch "$h/Makefile" "$h/scripts/target.json" &&
+		# (vmlinux: the BTF-only one Ubuntu's headers ship)
+		cp "$r/boot/config-$2" "$h/.config" && touch "$h/Makefile" "$h/scripts/target.json" "$h/vmlinux" &&
 			echo "$2" >"$h/include/config/kernel.release" || return 1
 		ln -sfn "$5" "$h/rust"
 		rm -rf "$r/lib/modules/$2/build" && ln -s "$h" "$r/lib/modules/$2/build"
@@ -172,7 +176,16 @@ test_print_build_env_ubuntu() {
 			touch "$r/usr/src/linux-lib-rust-$2/rust/$f"
 		done
 		touch "$r/usr/lib/llvm-21/lib/libclang.so.1"
-		stub "$r" "$3" "$4" && stub "$r" bindgen "bindgen 0.72.1" && stub "$r" dkms "dkms-3.2.0" &&
+		# The archive's DOCA-OFED (exports in ib_uverbs) and NVIDIA's
+		# precompiled driver, where their packages put them.
+		local m=$r/lib/modules/$2/kernel
+		pd_mod "$m/doca-ofed-3.4/ib_uverbs.ko.zst" ib_uverbs ib_register_peer_memory_client=0x1 &&
+			pd_mod "$m/doca-ofed-3.4/ib_core.ko.zst" ib_core ib_register_client=0x2 &&
+			pd_mod "$m/nvidia-580-open/nvidia.ko" nvidia nvidia_p2p_get_pages=0x3 &&
+			pd_mod "$m/nvidia-580-open/nvidia-peermem.ko" nvidia_peermem &&
+			depmod -b "$r" "$2" 2>/dev/null || return 1
+		stub "$r" pahole "v1.30" &&
+			stub "$r" "$3" "$4" && stub "$r" bindgen "bindgen 0.72.1" && stub "$r" dkms "dkms-3.2.0" &&
 			stub "$r" x86_64-linux-gnu-gcc-15 "x86_64-linux-gnu-gcc-15 (Ubuntu 15.2.0-4ubuntu4) 15.2.0"
 	}
 	pbe() { # NAME KVER: run the script as `make print-build-env` does on that node
@@ -190,7 +203,7 @@ test_print_build_env_ubuntu() {
 	node ga 26.04 "$ga" y "$r2604"
 	pbe ga "$ga"
 	[ "$rc" = 1 ] || die "a node without headers passed"
-	has "install: sudo apt install linux-headers-$ga linux-lib-rust-$ga rustc-1.93 bindgen libclang-dev dkms"
+	has "install: sudo apt install linux-headers-$ga linux-lib-rust-$ga rustc-1.93 bindgen libclang-dev dkms dwarves"
 	# Everything installed: the kernel's rustc found as rustc-1.93, the
 	# crates through the headers' rust link.
 	installed ga "$ga" rustc-1.93 "$r2604" "../linux-lib-rust-$ga/rust" || return 1
@@ -199,6 +212,43 @@ test_print_build_env_ubuntu() {
 	has "ok    rustc                  $r2604 (as the kernel's)"
 	has "verdict: YES"
 	[[ "$o" != *"install:"* ]] || die "asks to install something on a complete node"
+	has "PeerDirect core        $d/ga/lib/modules/$ga/kernel/doca-ofed-3.4/ib_uverbs.ko.zst exports ib_register_peer_memory_client"
+	has "NVIDIA driver          modprobe loads $d/ga/lib/modules/$ga/kernel/nvidia-580-open/nvidia.ko"
+	has "pahole                 version 130"
+	has "nvidia-peermem         modprobe loads $d/ga/lib/modules/$ga/kernel/nvidia-580-open/nvidia-peermem.ko (the driver's) until the drop-in is installed"
+	# Running that kernel with the inbox stack still loaded since boot.
+	mkdir -p "$d/ga/proc/sys/kernel" "$d/ga/sys/module/ib_uverbs"
+	echo "$ga" >"$d/ga/proc/sys/kernel/osrelease"
+	printf '0000000000000000 T ib_umem_get\t[ib_uverbs]\n' >"$d/ga/proc/kallsyms"
+	pbe ga "$ga"
+	has "loaded RDMA stack      has no PeerDirect"
+	has "reboot (or reload the RDMA stack)"
+	printf '0000000000000000 T ib_register_peer_memory_client\t[ib_uverbs]\n' >>"$d/ga/proc/kallsyms"
+	pbe ga "$ga"
+	has "loaded RDMA stack      has PeerDirect (ib_register_peer_memory_client	[ib_uverbs])"
+	# The drop-in installed by DKMS: it is what modprobe nvidia-peermem loads.
+	pd_mod "$d/ga/lib/modules/$ga/updates/dkms/nvidia_peermem.ko" nvidia_peermem &&
+		mkdir -p "$T/pbe-depmod.d" && cp "$pkg/depmod.d/$name-dropin.conf" "$T/pbe-depmod.d/" &&
+		echo 'search updates ubuntu built-in' >"$T/pbe-depmod.d/ubuntu.conf" &&
+		depmod -b "$d/ga" -C "$T/pbe-depmod.d" "$ga" 2>/dev/null || return 1
+	pbe ga "$ga"
+	has "nvidia-peermem         modprobe loads the drop-in, $d/ga/lib/modules/$ga/updates/dkms/nvidia_peermem.ko"
+	# No pahole: the one thing missing, named.
+	rm "$d/ga/bin/pahole"
+	pbe ga "$ga"
+	[ "$rc" = 1 ] || die "a BTF kernel without pahole passed"
+	has "pahole                 not found"
+	has "install: sudo apt install dwarves"
+	stub "$d/ga" pahole "v1.30"
+	# Only the inbox stack: no PeerDirect core, and what to install.
+	rm -r "$d/ga/lib/modules/$ga/kernel/doca-ofed-3.4"
+	pd_mod "$d/ga/lib/modules/$ga/kernel/drivers/infiniband/core/ib_uverbs.ko.zst" ib_uverbs ib_umem_get=0x4 &&
+		depmod -b "$d/ga" "$ga" 2>/dev/null || return 1
+	pbe ga "$ga"
+	[ "$rc" = 1 ] || die "a node without PeerDirect passed"
+	has "NO    PeerDirect core        modprobe would load $d/ga/lib/modules/$ga/kernel/drivers/infiniband/core/ib_uverbs.ko.zst, without ib_register_peer_memory_client"
+	has "install DOCA-OFED"
+	rm -rf "$d/ga/proc" "$d/ga/sys"
 	# Only the kernel's rustc missing (a rustup rustc of the same number is not it).
 	rm "$d/ga/bin/rustc-1.93" && stub "$d/ga" rustc "rustc 1.93.1 (01f6ddf75 2026-02-11)"
 	pbe ga "$ga"
@@ -714,7 +764,7 @@ test_peerdirect_exporter() {
 	refused "inbox only" "no MLNX_OFED/DOCA-OFED PeerDirect core found for kernel $kv" \
 		"$d/none/lib/modules/$kv/kernel/drivers/infiniband/core/ib_uverbs.ko.zst" \
 		"$d/none/lib/modules/$kv/kernel/drivers/infiniband/core/ib_core.ko.zst" \
-		"do not export $pd" "ofa_kernel-dkms" "Install MLNX_OFED/DOCA-OFED"
+		"without $pd" "ofa_kernel-dkms" "Install MLNX_OFED/DOCA-OFED"
 	# No RDMA module at all, and modules depmod has not indexed yet.
 	node empty
 	index empty
