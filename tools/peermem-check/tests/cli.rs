@@ -163,7 +163,7 @@ fn doctor_on_an_empty_tree_explains_everything() {
     let o = run(&["doctor", "--json", "--root", dir.path().to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     let v = json_of(&o);
-    assert_eq!(v["checks"].as_array().unwrap().len(), 19);
+    assert_eq!(v["checks"].as_array().unwrap().len(), 21);
     for c in v["checks"].as_array().unwrap() {
         assert!(!c["detail"].as_str().unwrap().is_empty(), "{c}");
         if c["verdict"] == "fail" {

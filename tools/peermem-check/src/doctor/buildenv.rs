@@ -8,7 +8,8 @@
 //! `linux-headers-<release>`, `linux-lib-rust-<release>` (the crates, under
 //! `/usr/src/linux-lib-rust-<release>/rust`), `rustc-1.NN` (the release in
 //! the kernel's `CONFIG_RUSTC_VERSION_TEXT`; installed as `rustc-1.NN`,
-//! not as `rustc`), `bindgen`, `libclang-dev` and `dkms`. Ubuntu builds
+//! not as `rustc`), `bindgen`, `libclang-dev`, `dkms`, and `dwarves`
+//! (pahole) where the kernel makes BTF for modules, as Ubuntu's do. Ubuntu builds
 //! some kernels without Rust or without the lib-rust package (DGX OS's
 //! `linux-nvidia`, the cloud flavours); on those the module cannot be built
 //! and doctor says to boot the generic kernel.
@@ -245,6 +246,19 @@ pub fn kernel_build_env(r: &SysRoot) -> Check {
         .data(data);
     }
     if !ubuntu || foreign {
+        let headers_any = format!("/lib/modules/{kver}/build");
+        if rust == Some(true)
+            && needs_pahole(r, config.as_deref(), &kver, &headers_any)
+            && !has_program(r, "pahole")
+        {
+            return Check::fail(
+                ID,
+                T,
+                format!("{where_}: pahole: not found, and the kernel has BTF for modules (CONFIG_DEBUG_INFO_BTF_MODULES=y): the build runs it on the module"),
+            )
+            .fix("install pahole (Debian/Ubuntu: apt install dwarves; Fedora/RHEL: dnf install dwarves)")
+            .data(data);
+        }
         return match rust {
             Some(true) => Check::pass(
                 ID,
@@ -306,6 +320,9 @@ pub fn kernel_build_env(r: &SysRoot) -> Check {
     if !has_program(r, "dkms") {
         missing.push("dkms".into());
     }
+    if needs_pahole(r, config.as_deref(), &kver, &headers) && !has_program(r, "pahole") {
+        missing.push("dwarves".into());
+    }
     data["missing_packages"] = json!(missing);
     data["rustc_package"] = json!(rustc_pkg);
 
@@ -331,7 +348,15 @@ pub fn kernel_build_env(r: &SysRoot) -> Check {
         let loaded = super::loaded_clients(r)
             .iter()
             .any(|m| super::implementation(r, m).starts_with("nvidia-peermem-rs"));
-        let detail = format!("{where_}: missing {}{rustc_note}", missing.join(", "));
+        let pahole_note = if missing.iter().any(|p| p == "dwarves") {
+            "; pahole: not found (the kernel has BTF for modules, the build runs it)"
+        } else {
+            ""
+        };
+        let detail = format!(
+            "{where_}: missing {}{rustc_note}{pahole_note}",
+            missing.join(", ")
+        );
         let c = if loaded {
             Check::warn(
                 ID,
@@ -368,6 +393,17 @@ pub fn kernel_build_env(r: &SysRoot) -> Check {
         ),
     )
     .data(data)
+}
+
+/// Whether building a module for this kernel runs pahole: Kbuild makes
+/// module BTF with CONFIG_DEBUG_INFO_BTF_MODULES=y when the build tree has
+/// a vmlinux (Ubuntu's headers ship a BTF-only one); for the running kernel
+/// /sys/kernel/btf/vmlinux says the same.
+fn needs_pahole(r: &SysRoot, config: Option<&str>, kver: &str, headers: &str) -> bool {
+    config.and_then(|c| config_value(c, "DEBUG_INFO_BTF_MODULES")) == Some("y")
+        && (r.exists(&format!("{headers}/vmlinux"))
+            || r.exists(&format!("/lib/modules/{kver}/build/vmlinux"))
+            || r.exists("/sys/kernel/btf/vmlinux"))
 }
 
 /// The fix for a kernel Ubuntu builds without Rust: the generic kernel of

@@ -8,6 +8,7 @@ pub mod bundle;
 pub mod dmesg;
 pub mod install;
 pub mod libraries;
+pub mod node;
 pub mod pci;
 pub mod sysroot;
 
@@ -65,9 +66,11 @@ pub fn run(inp: &Inputs) -> Vec<Check> {
         nvidia_driver(r, &gpus),
         peer_memory_client(r),
         buildenv::kernel_build_env(r),
+        node::installed_modules(r),
         install::dkms_state(r),
         install::systemd_unit(r),
         install::modprobe_target(r),
+        node::secure_boot_check(r),
         p2p_page_table(r),
         gpudirect_visibility(r),
     ];
@@ -461,12 +464,22 @@ fn peerdirect_core(r: &SysRoot) -> Check {
             format!("ib_register_peer_memory_client is available ({ofed_s})"),
         )
         .data(data),
-        (Some(false), false) => Check::fail(
-            "peerdirect_core",
-            T,
-            format!("ib_core has no PeerDirect API (inbox RDMA stack; {ofed_s})"),
-        )
-        .fix("install MLNX_OFED/DOCA-OFED, or use dma-buf (open NVIDIA modules, ibv_reg_dmabuf_mr)")
+        // DOCA-OFED installed for this kernel since boot: the inbox stack,
+        // loaded then, stays in use until it is replaced.
+        (Some(false), false) => match node::installed_exporter(r) {
+            Some((m, f)) => Check::fail(
+                "peerdirect_core",
+                T,
+                format!("the loaded ib_uverbs/ib_core have no PeerDirect API (the inbox RDMA stack, loaded at boot), but the installed {m} ({f}) has it"),
+            )
+            .fix("reboot (or reload the RDMA stack: stop its users, unload the inbox modules, modprobe mlx5_ib)"),
+            None => Check::fail(
+                "peerdirect_core",
+                T,
+                format!("the loaded ib_uverbs/ib_core have no PeerDirect API (inbox RDMA stack; {ofed_s})"),
+            )
+            .fix("install MLNX_OFED/DOCA-OFED, or use dma-buf (open NVIDIA modules, ibv_reg_dmabuf_mr)"),
+        }
         .data(data),
         (None, false) => Check::warn(
             "peerdirect_core",

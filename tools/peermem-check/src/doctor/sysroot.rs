@@ -107,6 +107,21 @@ impl SysRoot {
     }
 }
 
+impl SysRoot {
+    /// The output of a command on the live system (`None` when it is
+    /// missing or fails); under a fixture root, the file `fixture` stands
+    /// in for it (as `/dmesg.txt` does for the kernel log).
+    pub fn command(&self, program: &str, args: &[&str], fixture: &str) -> Option<String> {
+        if !self.is_live() {
+            return self.read(fixture);
+        }
+        let o = Command::new(program).args(args).output().ok()?;
+        o.status
+            .success()
+            .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    }
+}
+
 /// Reads what is buffered in /dev/kmsg without blocking (busybox systems
 /// may lack `dmesg`). Each record is `prio,seq,time,flags;message`.
 fn read_kmsg() -> Option<String> {
