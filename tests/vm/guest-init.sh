@@ -119,6 +119,17 @@ ktap_result() {
 	esac
 }
 
+# forks: the kernel's count of processes created since boot (/proc/stat),
+# read without creating one. Under TCG with KASAN, lockdep and kmemleak a
+# fork and exec costs ~0.1-0.3 s of guest time, most of a scenario's cost:
+# the markers carry it so that a suite's costly steps can be found.
+forks() {
+	while read -r _k _v; do
+		[ "$_k" = processes ] && break
+	done </proc/stat
+	echo "${_v:-0}"
+}
+
 run_scenario() {
 	name=$1
 	shift
@@ -128,6 +139,7 @@ run_scenario() {
 	fi
 	export SCENARIO_ID="$id"
 	read -r t0 _ </proc/uptime
+	f0=$(forks)
 	echo "PEERMEM-SCENARIO-BEGIN $id uptime=$t0"
 	: >"$SCENARIO_REPORT"
 	if [ ! -f "/scenarios/$name.sh" ]; then
@@ -138,8 +150,10 @@ run_scenario() {
 	timeout $((scenario_timeout * PEERMEM_TIME_SCALE_PCT / 100)) sh "/scenarios/$name.sh" "$@" </dev/null
 	rc=$?
 	read -r t1 _ </proc/uptime
-	# secs=: the scenario's guest seconds (results/scenario-timings.json)
-	echo "PEERMEM-SCENARIO-END $id rc=$rc secs=$(( ${t1%.*} - ${t0%.*} )) uptime=$t1"
+	f1=$(forks)
+	# secs=: the scenario's guest seconds (results/scenario-timings.json);
+	# forks=: processes it created
+	echo "PEERMEM-SCENARIO-END $id rc=$rc secs=$(( ${t1%.*} - ${t0%.*} )) uptime=$t1 forks=$((f1 - f0))"
 	ktap_result "$id"
 }
 

@@ -17,6 +17,7 @@ log="$dir/console.log"
 iommu=$("$verdict" suite-field --suite "$suite_file" iommu) || exit 2
 timeout_s=$("$verdict" suite-field --suite "$suite_file" timeout) || exit 2
 memory=$("$verdict" suite-field --suite "$suite_file" memory) || exit 2
+cpus=$("$verdict" suite-field --suite "$suite_file" cpus) || exit 2
 extra_cmdline=$(sed -n 's/^cmdline[[:space:]]\+//p' "$suite_file" | tr '\n' ' ')
 
 # The limits that decide a verdict grow with this machine's K (the 6.12
@@ -62,7 +63,7 @@ fi
 if [ -n "${PEERMEM_PROVIDER_COST:-}" ]; then
 	cmdline="$cmdline peermem.provider_cost=$PEERMEM_PROVIDER_COST"
 fi
-qemu=(qemu-system-x86_64 -machine q35 -accel tcg -cpu max -smp 2 -m "$memory"
+qemu=(qemu-system-x86_64 -machine q35 -accel tcg -cpu max -smp "$cpus" -m "$memory"
 	-display none -monitor none -no-reboot -serial "file:$log"
 	-kernel "$kdir/arch/x86/boot/bzImage" -initrd "$initramfs")
 if [ "$iommu" = on ]; then

@@ -118,6 +118,7 @@ fn suite_field(args: &[String]) -> Result<bool, String> {
         Some("iommu") => println!("{}", if suite.iommu { "on" } else { "off" }),
         Some("timeout") => println!("{}", suite.timeout_s),
         Some("memory") => println!("{}", suite.memory_mib),
+        Some("cpus") => println!("{}", suite.cpus),
         other => return Err(format!("suite-field: unknown field {other:?}")),
     }
     Ok(true)

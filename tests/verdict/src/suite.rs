@@ -46,6 +46,11 @@ pub struct Suite {
     pub timeout_s: u64,
     /// Guest memory in MiB.
     pub memory_mib: u64,
+    /// Virtual CPUs. Two where a scenario races work on two CPUs; one
+    /// where every step runs after the last: under TCG a second vCPU
+    /// thread costs a one-step suite ~30% more host CPU (cross-vCPU
+    /// TLB flushes wait for a descheduled thread on a busy host).
+    pub cpus: u32,
     /// KUnit suites that must report `ok`: (module file, suite name).
     pub kunit: Vec<(String, String)>,
     /// Scenario ids that must report `pass`.
@@ -174,6 +179,7 @@ impl Suite {
             name: name.to_string(),
             timeout_s: 300,
             memory_mib: 512,
+            cpus: 2,
             ..Suite::default()
         };
         for (idx, raw) in text.lines().enumerate() {
@@ -202,6 +208,12 @@ impl Suite {
                     suite.memory_mib = n
                         .parse()
                         .map_err(|_| err(format!("memory: '{n}' is not a number of MiB")))?
+                }
+                ("cpus", [n]) => {
+                    suite.cpus = match n.parse() {
+                        Ok(c @ 1..=8) => c,
+                        _ => return Err(err(format!("cpus: '{n}' is not a number from 1 to 8"))),
+                    }
                 }
                 ("kunit", [module, name]) => {
                     suite.kunit.push((module.to_string(), name.to_string()))
@@ -309,6 +321,7 @@ mod tests {
         assert!(s.iommu);
         assert_eq!(s.timeout_s, 60);
         assert_eq!(s.memory_mib, 512);
+        assert_eq!(s.cpus, 2);
         assert_eq!(s.kunit, vec![("a.ko".into(), "suite_a".into())]);
         assert_eq!(s.scenarios, vec!["one", "two[k=v,z=1]"]);
         assert_eq!(s.expected_splats[0].pattern, "possible circular locking");
@@ -451,6 +464,9 @@ mod tests {
         assert_eq!(Suite::parse("x", "bogus 1\n").unwrap_err().line, 1);
         assert!(Suite::parse("x", "iommu on\n").is_err());
         assert!(Suite::parse("x", "timeout soon\nscenario a\n").is_err());
+        assert!(Suite::parse("x", "cpus 0\nscenario a\n").is_err());
+        assert!(Suite::parse("x", "cpus two\nscenario a\n").is_err());
+        assert_eq!(Suite::parse("x", "cpus 1\nscenario a\n").unwrap().cpus, 1);
         assert!(Suite::parse("x", "expect_splat a \"open\nscenario a\n").is_err());
     }
 
