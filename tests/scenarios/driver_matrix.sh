@@ -64,7 +64,7 @@ sim() {
 }
 
 pm_stat() {
-	sed -n "s/^$1 //p" "$PM_DEBUGFS"/stats
+	file_value "$PM_DEBUGFS"/stats "$1"
 }
 
 # load_client PERSISTENT: the client under test, persistent (1) or
@@ -87,9 +87,7 @@ unload_client() {
 # nothing_left WHAT: the provider and the core hold nothing.
 nothing_left() {
 	_l=$(simtest leak-check 2>/dev/null)
-	for _k in pages_pinned page_tables_live dma_mappings_live mrs_live; do
-		[ "$(kv $_k "$_l")" = 0 ] || fail "$1: $_k=$(kv $_k "$_l") left ($_l)"
-	done
+	leak_fields_zero "$1" "$_l"
 }
 
 PSIM_DRIVER=$driver
@@ -101,10 +99,10 @@ ops=0
 for pers in 1 0; do
 	load_client $pers
 	sim gpu-alloc 512K
-	va=$(kv va "$out")
+	kv_set va va "$out"
 	sim gpu-fill "$va" 512K seed:5
 	sim mr-reg $((va + 100)) 200000
-	mr=$(kv mr "$out")
+	kv_set mr mr "$out"
 	[ "$(kv client "$out")" = "$want_client" ] ||
 		fail "persistent=$pers: the MR went to $(kv client "$out"), want $want_client"
 	sim hca-check "$mr" 0 200000 seed:5 cpu 100
@@ -140,7 +138,7 @@ if [ "$client" = module ] && [ "$driver" = r580 ]; then
 	load_client 1
 	sim config pt_version=0x00030000
 	sim gpu-alloc 128K
-	va=$(kv va "$out")
+	kv_set va va "$out"
 	if o=$(simtest mr-reg "$va" 128K); then
 		fail "a page table version 0x00030000 was accepted: $o"
 	fi
@@ -155,9 +153,9 @@ if [ "$client" = module ] && [ "$driver" = r580 ]; then
 		n0=$(pm_stat cpu_cacheable_page_tables)
 		sim config pt_version=0x00010002
 		sim gpu-alloc 128K
-		va=$(kv va "$out")
+		kv_set va va "$out"
 		sim mr-reg "$va" 128K
-		mr=$(kv mr "$out")
+		kv_set mr mr "$out"
 		[ "$(pm_stat page_table_version)" = 0x00010002 ] ||
 			fail "debugfs page_table_version $(pm_stat page_table_version), want 0x00010002"
 		[ "$(pm_stat cpu_cacheable_page_tables)" = "$n0" ] ||

@@ -53,8 +53,8 @@ modern)
 	esac
 	# the restored first entry starts where the trimmed one began, less
 	# the head
-	a0=$(kv dma "${before#*first }")
-	a1=$(kv dma "${after#*first }")
+	kv_set a0 dma "${before#*first }"
+	kv_set a1 dma "${after#*first }"
 	[ $((a0 - a1)) = $((0x1000)) ] ||
 		fail "first entry restored to $a1, trimmed at $a0 (head 0x1000)"
 	;;

@@ -97,9 +97,9 @@ gpu_alloc() {
 # mr_reg VA LEN: sets mr_id, mr_sg, mr_client.
 mr_reg() {
 	_o=$(st mr-reg "$1" "$2") || exit 1
-	mr_id=$(kv mr "$_o")
-	mr_sg=$(kv sg "$_o")
-	mr_client=$(kv client "$_o")
+	kv_set mr_id mr "$_o"
+	kv_set mr_sg sg "$_o"
+	kv_set mr_client client "$_o"
 }
 
 # load_refclient [PARAM=VALUE ...]: the reference client, as peermem_refclient.

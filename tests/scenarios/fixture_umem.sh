@@ -26,7 +26,7 @@ st mr-dereg "$mr_id" >/dev/null
 
 # a CQ buffer: to the persistent client, skipping the invalidating one
 _o=$(st mr-reg "$va" 128K "$cq_access") || exit 1
-cq=$(kv mr "$_o")
+kv_set cq mr "$_o"
 [ "$(kv client "$_o")" = ref_pers ] || fail "a CQ buffer went to: $_o"
 st hca-write "$cq" 0x100 0x1000 seed:5 cpu >/dev/null
 st gpu-check $((va + 0x100)) 0x1000 seed:5 >/dev/null
@@ -34,7 +34,7 @@ st gpu-check $((va + 0x100)) 0x1000 seed:5 >/dev/null
 # a doorbell record 0x40 into the second 64 KiB page: its 4 KiB page only,
 # a GPU page the CQ buffer pins too
 _o=$(st mr-reg $((va + 0x10040)) 8 "$db_access") || exit 1
-db=$(kv mr "$_o")
+kv_set db mr "$_o"
 [ "$(kv client "$_o")" = ref_pers ] || fail "a doorbell went to: $_o"
 q=$(st mr-query "$db")
 [ "$(kv va "$q")" = "$(printf '0x%x' $((va + 0x10000)))" ] &&

@@ -44,6 +44,42 @@ kv() {
 	echo "${_kv%% *}"
 }
 
+# kv_set VAR KEY "k=v k=v ...": VAR=$(kv KEY ...) without the subshell's
+# fork (~0.1 s under TCG with KASAN, lockdep and kmemleak; a suite's
+# scenarios run thousands).
+kv_set() {
+	_kv=" ${3//"$_kv_nl"/ } "
+	case "$_kv" in
+	*" $2="*)
+		_kv=${_kv#*" $2="}
+		_kv=${_kv%% *}
+		;;
+	*) _kv= ;;
+	esac
+	eval "$1=\$_kv"
+}
+
+# file_value FILE KEY: the value on FILE's "KEY VALUE" line (a debugfs
+# stats file), read by the shell itself: no sed to exec.
+file_value() {
+	while read -r _fk _fv; do
+		if [ "$_fk" = "$2" ]; then
+			echo "$_fv"
+			return 0
+		fi
+	done <"$1"
+}
+
+# leak_fields_zero WHAT "k=v ...": fails the scenario unless the provider's
+# and core's live counts in a simtest leak-check line are all 0 (checked
+# in this shell: no fork per field).
+leak_fields_zero() {
+	for _k in pages_pinned page_tables_live dma_mappings_live mrs_live; do
+		kv_set _lv "$_k" "$2"
+		[ "$_lv" = 0 ] || fail "$1: $_k=$_lv left ($2)"
+	done
+}
+
 # scaled_s N: N seconds grown by the host's time scale (K of the machine
 # over the reference's, tests/vm/run-suite.sh), for a bound that decides a
 # verdict: a slow host is slow, not red.

@@ -9,11 +9,11 @@
 load_sim_stack generation="$generation"
 load_module
 sim gpu-alloc 1M
-va=$(kv va "$out")
+kv_set va va "$out"
 sim mr-reg "$va" 256K
-mr1=$(kv mr "$out")
+kv_set mr1 mr "$out"
 sim mr-reg $((va + 0x40000)) 64K
-mr2=$(kv mr "$out")
+kv_set mr2 mr "$out"
 [ "$(cat /sys/module/nvidia_peermem_rs/refcnt)" = 2 ] ||
 	fail "refcnt $(cat /sys/module/nvidia_peermem_rs/refcnt) with 2 registrations"
 [ "$(pm_live)" = 2 ] || fail "debugfs counts $(pm_live) registrations, want 2"

@@ -18,16 +18,16 @@ if [ "$coalesce_sg" = 1 ]; then
 	contiguous=1
 fi
 sim gpu-alloc 1M
-va=$(kv va "$out")
+kv_set va va "$out"
 sim gpu-fill "$va" 1M seed:11
 # An unaligned range: 0x1234 into the first GPU page, 300000 bytes long,
 # ends inside the 5th GPU page.
 off=4660
 len=300000
 sim mr-reg $((va + off)) $len
-mr=$(kv mr "$out")
-sg=$(kv sg "$out")
-client=$(kv client "$out")
+kv_set mr mr "$out"
+kv_set sg sg "$out"
+kv_set client client "$out"
 [ "$client" = "$expected_client" ] || fail "MR taken by '$client', want $expected_client"
 if [ "$contiguous" = 1 ]; then
 	[ "$sg" = 1 ] || fail "coalesced SG has $sg entries for 5 DMA-contiguous GPU pages, want 1"

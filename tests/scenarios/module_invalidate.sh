@@ -31,7 +31,7 @@ await_delay_taken() {
 load_sim_stack generation="$generation"
 load_module
 sim gpu-alloc 512K
-va=$(kv va "$out")
+kv_set va va "$out"
 sim gpu-fill "$va" 512K seed:5
 inv0=$(pm_stat invalidations)
 if [ "$when" = before_activation ]; then
@@ -61,10 +61,10 @@ if [ "$when" = before_activation ]; then
 	fi
 	[ -n "$reg_done" ] || fail "the cudaFree did not wait for the registration in flight"
 	[ "$reg_rc" = 0 ] || fail "the registration failed: $(cat /tmp/reg.out)"
-	mr=$(kv mr "$(head -n 1 /tmp/reg.out)")
+	kv_set mr mr "$(head -n 1 /tmp/reg.out)"
 else
 	sim mr-reg $((va + 100)) 200000
-	mr=$(kv mr "$out")
+	kv_set mr mr "$out"
 	sim hca-check "$mr" 0 200000 seed:5 cpu 100
 	rel0=$(simtest counters win_release_in_invalidation)
 	sim gpu-free "$va"

@@ -20,7 +20,7 @@ if [ "$coalesce_sg" = 1 ]; then
 	sim config contiguous=1
 fi
 sim gpu-alloc 17M
-va=$(kv va "$out")
+kv_set va va "$out"
 # 0x1234 into the first GPU page, 16 MiB + 4 KiB long: ends inside the
 # 257th GPU page. Before the MR: seed:41, after it: seed:43.
 off=4660
@@ -29,9 +29,9 @@ pages=$(((off + len + 65535) / 65536))
 sim gpu-fill "$va" 64K seed:41
 sim gpu-fill $((va + off + len)) 64K seed:43
 sim mr-reg $((va + off)) $len
-mr=$(kv mr "$out")
-sg=$(kv sg "$out")
-client=$(kv client "$out")
+kv_set mr mr "$out"
+kv_set sg sg "$out"
+kv_set client client "$out"
 [ "$client" = "$expected_client" ] || fail "MR taken by '$client', want $expected_client"
 if [ "$coalesce_sg" = 1 ]; then
 	# DMA-contiguous blocks of up to 4 MiB: a handful of entries.

@@ -18,9 +18,9 @@ set -- generation=legacy
 # left.
 reg_roundtrip() {
 	sim gpu-alloc 128K
-	va=$(kv va "$out")
+	kv_set va va "$out"
 	sim mr-reg "$va" 128K
-	mr=$(kv mr "$out")
+	kv_set mr mr "$out"
 	[ "$(kv client "$out")" = nv_mem ] || fail "$1: the MR went to $(kv client "$out")"
 	sim hca-write "$mr" 0 128K seed:9 edu
 	sim gpu-check "$va" 128K seed:9

@@ -53,12 +53,12 @@ expected_client=nv_mem
 
 # pm_stat NAME: a counter from debugfs stats.
 pm_stat() {
-	sed -n "s/^$1 //p" "$PM_DEBUGFS"/stats
+	file_value "$PM_DEBUGFS"/stats "$1"
 }
 
 # pm_live: number of live registrations (debugfs).
 pm_live() {
-	sed -n 's/^count //p' "$PM_DEBUGFS"/registrations
+	file_value "$PM_DEBUGFS"/registrations count
 }
 
 # kv KEY OUTPUT: value of KEY= in a simtest output line.
@@ -72,13 +72,22 @@ sim() {
 no_leaks() {
 	# Exits non-zero when something is left; the fields tell what.
 	_l=$(simtest leak-check 2>/dev/null)
-	for _k in pages_pinned page_tables_live dma_mappings_live mrs_live; do
-		[ "$(kv $_k "$_l")" = 0 ] || fail "$1: $_k=$(kv $_k "$_l") left ($_l)"
-	done
+	leak_fields_zero "$1" "$_l"
 	if [ -r "$PM_DEBUGFS"/stats ]; then
-		[ "$(pm_stat pinned_bytes)" = 0 ] || fail "$1: module still counts $(pm_stat pinned_bytes) pinned bytes"
-		[ "$(pm_stat dma_mappings)" = 0 ] || fail "$1: module still counts $(pm_stat dma_mappings) mappings"
-		[ "$(pm_live)" = 0 ] || fail "$1: $(pm_live) registrations still live"
+		# One read of each file, in this shell.
+		_pinned='' _maps='' _live=''
+		while read -r _fk _fv; do
+			case "$_fk" in
+			pinned_bytes) _pinned=$_fv ;;
+			dma_mappings) _maps=$_fv ;;
+			esac
+		done <"$PM_DEBUGFS"/stats
+		while read -r _fk _fv; do
+			[ "$_fk" = count ] && _live=$_fv
+		done <"$PM_DEBUGFS"/registrations
+		[ "$_pinned" = 0 ] || fail "$1: module still counts $_pinned pinned bytes"
+		[ "$_maps" = 0 ] || fail "$1: module still counts $_maps mappings"
+		[ "$_live" = 0 ] || fail "$1: $_live registrations still live"
 	fi
 }
 

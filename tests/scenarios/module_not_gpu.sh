@@ -17,7 +17,7 @@ for range in "0x10000 4096" "0x7fff00001000 1M" "0xffffffffffff0000 0x20000"; do
 done
 # A range that starts in GPU memory but runs past the allocation.
 sim gpu-alloc 128K
-va=$(kv va "$out")
+kv_set va va "$out"
 if out=$(simtest mr-reg "$va" 256K); then
 	fail "MR registered past the end of the allocation: $out"
 fi

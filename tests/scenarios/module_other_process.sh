@@ -40,9 +40,9 @@ done
 load_module
 app_start
 app gpu-alloc 256K
-va=$(kv va "$out")
+kv_set va va "$out"
 app mr-reg "$va" 256K
-mr=$(kv mr "$out")
+kv_set mr mr "$out"
 app hca-write "$mr" 0 64K seed:5
 app gpu-check "$va" 64K seed:5
 
@@ -53,7 +53,7 @@ simtest --own-process --expect-errno EPERM gpu-free "$va" >/dev/null ||
 # this run's: the boot's log has the earlier runs' too.
 log_mark
 sim --own-process mr-dereg "$mr"
-pinned=$(kv pages_pinned "$(simtest leak-check 2>/dev/null)")
+kv_set pinned pages_pinned "$(simtest leak-check 2>/dev/null)"
 refcnt=$(cat /sys/module/nvidia_peermem_rs/refcnt)
 left=$(pm_stat left_to_owner)
 log "after the other process's dereg: provider pages_pinned=$pinned module refcnt=$refcnt left_to_owner=$left"

@@ -28,11 +28,11 @@ load_module
 # after the other: each path's lock order happens at least once, whoever
 # wins the racing rounds below (on mofed51 lockdep must see both).
 sim gpu-alloc 256K
-va=$(kv va "$out")
+kv_set va va "$out"
 sim mr-reg $((va + 512)) 150000
 sim mr-dereg "$(kv mr "$out")"
 sim mr-reg $((va + 512)) 150000
-mr=$(kv mr "$out")
+kv_set mr mr "$out"
 sim gpu-free "$va"
 sim mr-dereg "$mr"
 no_leaks "the sequential pair"
@@ -68,9 +68,9 @@ while [ $i -lt "$rounds" ]; do
 	done
 	ms=$(((i / 4 % 3 * 100 + 100) << (2 * missed)))
 	sim gpu-alloc 256K
-	va=$(kv va "$out")
+	kv_set va va "$out"
 	sim mr-reg $((va + 512)) 150000
-	mr=$(kv mr "$out")
+	kv_set mr mr "$out"
 	sim counters delays_taken
 	d0=$out
 	sim counters win_free_dereg

@@ -28,7 +28,7 @@ cases=0
 refuse_reg() {
 	dmesg -c >/dev/null
 	sim gpu-alloc 256K
-	_va=$(kv va "$out")
+	kv_set _va va "$out"
 	_acquired=$(pm_stat acquired)
 	if _out=$(simtest mr-reg $((_va + 10)) 100000); then
 		fail "$1: MR registered: $_out"
@@ -67,10 +67,10 @@ refuse_reg "dma_map_pages fails" "dma_map of .* failed"
 # offers the range to nv_mem_nc, whose persistent pin works.
 if [ "$persistent_api_support" = 0 ]; then
 	sim gpu-alloc 128K
-	va=$(kv va "$out")
+	kv_set va va "$out"
 	sim fault get_pages 1 ENOMEM
 	sim mr-reg "$va" 128K
-	mr=$(kv mr "$out")
+	kv_set mr mr "$out"
 	[ "$(kv client "$out")" = nv_mem_nc ] ||
 		fail "get_pages fails at acquire: the MR went to $(kv client "$out"), want nv_mem_nc after nv_mem said not mine"
 	sim mr-dereg "$mr"
@@ -88,7 +88,7 @@ if [ "$persistent_api_support" = 0 ]; then
 	acquired=$(pm_stat acquired)
 	released=$(pm_stat released)
 	sim gpu-alloc 128K
-	va=$(kv va "$out")
+	kv_set va va "$out"
 	sim fault ticket_alloc 1 ENOMEM
 	if _out=$(simtest mr-reg "$va" 128K); then
 		fail "the core's ticket allocation fails: MR registered: $_out"
@@ -108,9 +108,9 @@ refuse_reg "the core's MR allocation fails" ""
 # A newer minor version is compatible.
 sim config pt_version=0x00010007 map_version=0x00020009
 sim gpu-alloc 128K
-va=$(kv va "$out")
+kv_set va va "$out"
 sim mr-reg "$va" 128K
-mr=$(kv mr "$out")
+kv_set mr mr "$out"
 sim hca-write "$mr" 0 128K seed:3 cpu
 sim gpu-check "$va" 128K seed:3
 sim mr-dereg "$mr"
@@ -119,7 +119,7 @@ no_leaks "newer minor versions"
 
 # Unpinning fails once at deregistration: kept, retried at release.
 sim mr-reg "$va" 128K
-mr=$(kv mr "$out")
+kv_set mr mr "$out"
 dmesg -c >/dev/null
 sim fault $put_op 1 EIO
 sim mr-dereg "$mr"
@@ -138,7 +138,7 @@ sim gpu-free "$va"
 dmesg -c >/dev/null
 sim config page_size=4k
 sim gpu-alloc 128K
-va=$(kv va "$out")
+kv_set va va "$out"
 acquired=$(pm_stat acquired)
 sim fault $put_op 1 EIO
 if _out=$(simtest mr-reg "$va" 128K); then
@@ -167,7 +167,7 @@ if [ "$persistent_api_support" = 1 ]; then
 	dmesg -c >/dev/null
 	for _i in 1 2 3; do
 		sim gpu-alloc 128K
-		va=$(kv va "$out")
+		kv_set va va "$out"
 		simtest mr-reg "$va" 128K >/dev/null && fail "persistent API unsupported: MR registered"
 		sim gpu-free "$va"
 	done

@@ -52,8 +52,8 @@ rc=$?
 touch /tmp/dbg.stop
 wait $r1 $r2
 last=$(echo "$out" | grep '^result=' | tail -n 1)
-REL_OPS=$(sval ops "$last")
-REL_RACES=$(sval orphan_deregs "$last")
+kv_set REL_OPS ops "$last"
+kv_set REL_RACES orphan_deregs "$last"
 [ "$rc" = 0 ] && [ "$(sval result "$last")" = pass ] ||
 	fail "stress failed (rc=$rc): $last" $(figures)
 rel_no_splats

@@ -146,7 +146,7 @@ after_run() {
 		range_module_area
 	else
 		loaded $REL_MOD && fail "insmod failed but the module stayed" $(figures)
-		[ "$(ctr clients_registered)" = 0 ] || fail "a failed load left a client registered" $(figures)
+		[ "$(simtest counters clients_registered)" = 0 ] || fail "a failed load left a client registered" $(figures)
 		since_mark | grep -q -E "$REL_MOD" ||
 			fail "load failed silently at allocation #$_n (insmod: $2)" $(figures)
 	fi
@@ -174,7 +174,7 @@ after_run() {
 		esac
 		case "$2" in *mismatch=*) fail "data mismatch after an allocation failure: $2" $(figures) ;; esac
 	fi
-	_lc=$(st leak-check) || fail "allocation failure #$_n left $_lc" $(figures)
+	_lc=$(simtest leak-check) || fail "allocation failure #$_n left $_lc" $(figures)
 	[ "$(refcnt)" = "$REL_IDLE_REF" ] || fail "refcount $(refcnt) after allocation failure #$_n" $(figures)
 	range_module
 }
@@ -187,18 +187,18 @@ if [ "$pers" = 0 ]; then
 	chmod +x /tmp/rel_free.sh
 	before_run() {
 		fs_off
-		_o=$(st gpu-alloc 192K) || fail "gpu-alloc" $(figures)
-		va=$(sval va "$_o")
-		_o=$(st mr-reg "$va" 192K) || fail "mr-reg: $_o" $(figures)
-		mr=$(sval mr "$_o")
+		_o=$(simtest gpu-alloc 192K) || fail "gpu-alloc" $(figures)
+		kv_set va va "$_o"
+		_o=$(simtest mr-reg "$va" 192K) || fail "mr-reg: $_o" $(figures)
+		kv_set mr mr "$_o"
 		echo "$va" >/tmp/rel_va
 		range_module
 	}
 	after_run() {
 		fs_off
 		[ "$1" = 0 ] || fail "cudaFree failed after allocation failure #$_n: $2" $(figures)
-		_o=$(st mr-dereg "$mr") || fail "dereg after the free callback: $_o" $(figures)
-		_lc=$(st leak-check) || fail "free callback allocation failure #$_n left $_lc" $(figures)
+		_o=$(simtest mr-dereg "$mr") || fail "dereg after the free callback: $_o" $(figures)
+		_lc=$(simtest leak-check) || fail "free callback allocation failure #$_n left $_lc" $(figures)
 	}
 	# The free callback runs under the driver's lock and allocates
 	# nothing with our module on the stack (N=1 injects nothing: that is

@@ -149,7 +149,7 @@ ctr() {
 # other side.
 await_delay() {
 	_n=0
-	while [ "$(ctr delays_taken)" -lt $(($1 + ${2:-1})) ]; do
+	while [ "$(simtest counters delays_taken)" -lt $(($1 + ${2:-1})) ]; do
 		_n=$((_n + 1))
 		[ $_n -le 100 ] || return 1
 		usleep 100000
@@ -291,7 +291,7 @@ figures() {
 REL_WINDOWS="invalidate_unlocked dereg_unlocked put_release release_in_invalidation"
 windows_mark() {
 	for _w in $REL_WINDOWS; do
-		eval "REL_WIN0_$_w=$(ctr win_$_w)"
+		eval "REL_WIN0_$_w=$(simtest counters win_$_w)"
 	done
 }
 windows_reached() {
@@ -438,13 +438,13 @@ phase_race() {
 	dereg) _win=free_in_dereg _pre=1 _point=p2p_put_pages ;;
 	*) fail "no phase $_ph" ;;
 	esac
-	_o=$(st gpu-alloc 256K) || fail "gpu-alloc: $_o" $(figures)
-	_va=$(sval va "$_o")
+	_o=$(simtest gpu-alloc 256K) || fail "gpu-alloc: $_o" $(figures)
+	kv_set _va va "$_o"
 	_w0=$(ctr "win_$_win")
 	_mr=
 	if [ $_pre = 1 ]; then
-		_o=$(st mr-reg $((_va + 4096)) 200K) || fail "mr-reg ($_ph): $_o" $(figures)
-		_mr=$(sval mr "$_o")
+		_o=$(simtest mr-reg $((_va + 4096)) 200K) || fail "mr-reg ($_ph): $_o" $(figures)
+		kv_set _mr mr "$_o"
 	fi
 	[ -z "$_point" ] || st delay "$_point" $PHASE_MS $_count >/dev/null ||
 		fail "delay $_point" $(figures)
@@ -476,7 +476,7 @@ phase_race() {
 	wait $_fr || fail "phase $_ph: cudaFree failed: $(cat /tmp/phase.free)" $(figures)
 	st delay clear >/dev/null
 	_state=
-	[ -z "$_mr" ] || [ "$_ph" = dereg ] || _state=$(sval state "$(st mr-query "$_mr")")
+	[ -z "$_mr" ] || [ "$_ph" = dereg ] || _state=$(sval state "$(simtest mr-query "$_mr")")
 	# what is left: the MR (registered, maybe invalidated) goes
 	[ "$_ph" = dereg ] || {
 		[ -n "$_mr" ] || { [ $_orc = 0 ] && _mr=$(sval mr "$(cat /tmp/phase.op)"); }

@@ -27,7 +27,7 @@ if [ -n "$rel_arg_coalesce_sg" ]; then
 	[ "$_c" = "$rel_arg_coalesce_sg" ] ||
 		fail "$REL_MOD loaded with coalesce_sg=$_c, want $rel_arg_coalesce_sg" $(figures)
 fi
-before_cb=$(ctr free_callbacks)
+before_cb=$(simtest counters free_callbacks)
 windows_mark
 # Shown live (seed first, then progress), so a hang still tells the seed.
 # shellcheck disable=SC2086
@@ -38,14 +38,14 @@ windows_mark
 rc=$(sed -n 's/^rc=//p' /tmp/stress.rc)
 out=$(grep -v '^stress: progress' /tmp/stress.out)
 last=$(grep '^result=' /tmp/stress.out | tail -n 1)
-seed=$(sval seed "$last")
-REL_OPS=$(sval ops "$last")
+kv_set seed seed "$last"
+kv_set REL_OPS ops "$last"
 [ -n "$seed" ] || seed=$(echo "$out" | sed -n 's/^# stress seed=\([0-9]*\).*/\1/p' | head -n 1)
 log "seed=$seed (replay: scenario rel_stress ... seed=$seed)"
 # Races: MRs deregistered by another thread while (or after) cudaFree of
 # their memory ran (orphan deregs); free callbacks fired, as a figure.
-cb=$(( $(ctr free_callbacks) - before_cb ))
-REL_RACES=$(sval orphan_deregs "$last")
+cb=$(( $(simtest counters free_callbacks) - before_cb ))
+kv_set REL_RACES orphan_deregs "$last"
 [ "$rc" = 0 ] && [ "$(sval result "$last")" = pass ] ||
 	fail "stress failed (rc=$rc): $last" $(figures) seed="$seed"
 [ "${REL_OPS:-0}" -ge "$ops" ] || fail "only ${REL_OPS} of $ops operations ran" $(figures) seed="$seed"

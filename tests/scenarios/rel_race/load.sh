@@ -34,16 +34,16 @@ start_failing_load() {
 	_ms=$1
 	shift
 	rmmod $REL_MOD || fail "rmmod of an idle module failed" $(figures)
-	_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
-	va=$(sval va "$_o")
+	_o=$(simtest gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+	kv_set va va "$_o"
 	mark
 	st fault register_client 2 ENOMEM >/dev/null
-	d0=$(ctr delays_taken)
+	d0=$(simtest counters delays_taken)
 	st delay register_client "$_ms" 2 >/dev/null
 	# shellcheck disable=SC2046
 	bg_run load modload $REL_MOD $(client_params) "$@"
 	_w=0
-	while [ "$(ctr delays_taken)" -lt $((d0 + 2)) ]; do
+	while [ "$(simtest counters delays_taken)" -lt $((d0 + 2)) ]; do
 		_w=$((_w + 1))
 		[ $_w -le $((_ms / 100 + 300)) ] || fail "the load never reached nv_mem_nc's registration" $(figures)
 		usleep 100000
@@ -54,8 +54,8 @@ start_failing_load() {
 # of $va, which nv_mem takes ($mr).
 load_failing_with_mr() {
 	start_failing_load "$1"
-	_o=$(st mr-reg "$va" 128K) || fail "mr-reg while the load runs: $_o" $(figures)
-	mr=$(sval mr "$_o")
+	_o=$(simtest mr-reg "$va" 128K) || fail "mr-reg while the load runs: $_o" $(figures)
+	kv_set mr mr "$_o"
 	[ "$(sval client "$_o")" = nv_mem ] ||
 		fail "the MR went to $(sval client "$_o"), not nv_mem" $(figures)
 }
@@ -89,7 +89,7 @@ failed_load_waited() {
 	st delay "" 0 >/dev/null
 	# shellcheck disable=SC2046
 	load $REL_MOD $(client_params)
-	_lc=$(st leak-check) || fail "$2 left something behind: $_lc" $(figures)
+	_lc=$(simtest leak-check) || fail "$2 left something behind: $_lc" $(figures)
 	REL_RACES=$((REL_RACES + 1))
 	REL_OPS=$((REL_OPS + 6))
 }
@@ -99,7 +99,7 @@ load_fails_invalidating() {
 	load_failing_with_mr 10000
 	# the cudaFree's callback sleeps on its way into the core's invalidate
 	# until well after init failed; the MR goes meanwhile
-	d0=$(ctr delays_taken)
+	d0=$(simtest counters delays_taken)
 	st delay core_invalidate_entry 14000 1 >/dev/null
 	bg_run free st gpu-free "$va"
 	wait_delay "$d0"
@@ -121,7 +121,7 @@ load_fails_declining() {
 	await_test_delay acquire_module_ref
 	wait "$pid_reg"
 	[ "$(bg_rc reg)" = 0 ] || fail "mr-reg while the load fails: $(cat /tmp/bg.reg)" $(figures)
-	mr=$(sval mr "$(cat /tmp/bg.reg)")
+	kv_set mr mr "$(cat /tmp/bg.reg)"
 	[ "$(sval client "$(cat /tmp/bg.reg)")" = nv_mem ] ||
 		fail "the MR went to $(sval client "$(cat /tmp/bg.reg)"), not nv_mem" $(figures)
 	test_delay_held acquire_module_ref

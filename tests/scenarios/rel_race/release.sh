@@ -56,7 +56,7 @@ release_in_invalidation() {
 			invalidate_unlocked) point=core_invalidate_unlocked ;;
 			*) fail "unknown variant=$v (invalidate, found, invalidate_unlocked, dereg_locked, both)" ;;
 			esac
-			d0=$(ctr delays_taken)
+			d0=$(simtest counters delays_taken)
 			st delay $point $((1000 << missed)) 1 >/dev/null
 			bg_run free st gpu-free "$va"
 			await_delay "$d0" || fail "cudaFree never reached the $point window" $(figures)
@@ -82,7 +82,7 @@ release_in_invalidation() {
 			# Deregistration first, holding the mapping lock; cudaFree's
 			# invalidation waits for it, and release() runs while the free
 			# callback is still inside the invalidation.
-			d0=$(ctr delays_taken)
+			d0=$(simtest counters delays_taken)
 			st delay core_dereg_locked $((1000 << missed)) 1 >/dev/null
 			bg_run dereg st mr-dereg "$mr"
 			await_delay "$d0" || fail "the deregistration never reached the core_dereg_locked window" $(figures)
@@ -99,7 +99,7 @@ release_in_invalidation() {
 		# a client that has the bug stops at the first report
 		[ "$(splats_so_far)" = 0 ] || break
 		no_cleared_client_read
-		_lc=$(st leak-check) || fail "round $i left something behind: $_lc" $(figures)
+		_lc=$(simtest leak-check) || fail "round $i left something behind: $_lc" $(figures)
 		if [ "$v" = dereg_locked ]; then
 			reached=0
 			[ "$(ctr "$win")" = "$w0" ] || reached=1

@@ -27,16 +27,16 @@ rmmod_during_reg() {
 	[ "$r" -gt "$REL_IDLE_REF" ] || fail "a live registration takes no module reference (refcnt $r)" $(figures)
 	rmmod_refused "with a live registration"
 	# 2. a registration in flight (sleeping before get_pages) holds it too
-	_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
-	va2=$(sval va "$_o")
-	d0=$(ctr delays_taken)
+	_o=$(simtest gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+	kv_set va2 va "$_o"
+	d0=$(simtest counters delays_taken)
 	st delay get_pages 2000 1 >/dev/null
 	bg_run reg st mr-reg "$va2" 128K
 	await_delay "$d0" || fail "the registration never reached the get_pages window" $(figures)
 	rmmod_refused "with a registration in flight"
 	wait "$pid_reg"
 	[ "$(bg_rc reg)" = 0 ] || fail "the in-flight registration failed: $(cat /tmp/bg.reg)" $(figures)
-	mr2=$(sval mr "$(cat /tmp/bg.reg)")
+	kv_set mr2 mr "$(cat /tmp/bg.reg)"
 	st mr-dereg "$mr2" >/dev/null || fail "dereg" $(figures)
 	st gpu-free "$va2" >/dev/null
 	st mr-dereg "$mr" >/dev/null || fail "dereg" $(figures)
@@ -53,12 +53,12 @@ rmmod_during_reg() {
 	i=0
 	wins=0
 	while [ $i -lt "$rounds" ]; do
-		_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
-		va=$(sval va "$_o")
+		_o=$(simtest gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+		kv_set va va "$_o"
 		(
 			n=0
 			while [ $n -lt 15 ]; do
-				o=$(st mr-reg "$va" 128K) && st mr-dereg "$(sval mr "$o")" >/dev/null
+				o=$(simtest mr-reg "$va" 128K) && st mr-dereg "$(sval mr "$o")" >/dev/null
 				n=$((n + 1))
 			done
 		) >/dev/null 2>&1 &
@@ -78,7 +78,7 @@ rmmod_during_reg() {
 		REL_OPS=$((REL_OPS + 30 + tries))
 		st gpu-free "$va" >/dev/null
 		loaded $REL_MOD || load $REL_MOD $(client_params)
-		_lc=$(st leak-check) || fail "rmmod race round $i left something behind: $_lc" $(figures)
+		_lc=$(simtest leak-check) || fail "rmmod race round $i left something behind: $_lc" $(figures)
 		i=$((i + 1))
 	done
 	EXTRA="rmmod_won=$wins"
@@ -97,10 +97,10 @@ rmmod_during_reg() {
 # before rmmod ran: it then holds the module, and rmmod is refused (a host
 # too loaded to keep the window; nothing was tested).
 acquire_going_try() {
-	_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
-	va=$(sval va "$_o")
+	_o=$(simtest gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+	kv_set va va "$_o"
 	mark
-	d0=$(ctr delays_taken)
+	d0=$(simtest counters delays_taken)
 	st delay acquire "$1" 1 >/dev/null
 	# variant=unuse: the last user of the client (in the old core, this
 	# acquire) also sleeps between its decrement and its wake-up of the
@@ -109,7 +109,7 @@ acquire_going_try() {
 	bg_run reg st mr-reg "$va" 128K
 	# rmmod once the registration sleeps in the window (not before)
 	w=0
-	while [ "$(ctr delays_taken)" = "$d0" ] && [ $w -lt 100 ]; do
+	while [ "$(simtest counters delays_taken)" = "$d0" ] && [ $w -lt 100 ]; do
 		usleep 20000
 		w=$((w + 1))
 	done
@@ -156,7 +156,7 @@ acquire_going_try() {
 	# took it, for the registration in flight).
 	since_mark_has "unregister: waiting for the client list|unregister nv_mem: waiting for 1 registrations" ||
 		fail "round $i: the acquire was not in flight during the unload" $(figures)
-	if [ "$variant" = unuse ] && [ $(($(ctr delays_taken) - d0)) -lt 2 ]; then
+	if [ "$variant" = unuse ] && [ $(($(simtest counters delays_taken) - d0)) -lt 2 ]; then
 		fail "round $i: the last user's wake-up window (client_unuse) was not reached" $(figures)
 	fi
 }
@@ -222,7 +222,7 @@ callback_tail_unload() {
 		REL_OPS=$((REL_OPS + 4))
 		# shellcheck disable=SC2046
 		load $REL_MOD $(client_params)
-		_lc=$(st leak-check) || fail "round $i left something behind: $_lc" $(figures)
+		_lc=$(simtest leak-check) || fail "round $i left something behind: $_lc" $(figures)
 		i=$((i + 1))
 	done
 }

@@ -9,7 +9,7 @@
 # callback ended before rmmod was tried and refused (the window was missed).
 rmmod_while_callback_try() {
 	alloc_reg 256K 0 128K
-	d0=$(ctr delays_taken)
+	d0=$(simtest counters delays_taken)
 	st delay core_invalidate "$1" 1 >/dev/null
 	bg_run free st gpu-free "$va"
 	wait_delay "$d0"
@@ -73,7 +73,7 @@ teardown_races() {
 		_try=0
 		while :; do
 			alloc_reg 256K 0 128K
-			d0=$(ctr delays_taken)
+			d0=$(simtest counters delays_taken)
 			st delay p2p_put_pages $_ms 1 >/dev/null
 			bg_run dereg st mr-dereg "$mr"
 			wait_delay "$d0"
@@ -106,8 +106,8 @@ teardown_races() {
 		# c) only where two clients register (persistent_api_support=0)
 		if [ "$pers" = 0 ] && [ "$client" = rs ]; then
 			rmmod $REL_MOD || fail "rmmod of an idle module failed" $(figures)
-			_o=$(st gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
-			va=$(sval va "$_o")
+			_o=$(simtest gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+			kv_set va va "$_o"
 			mark
 			# nv_mem stays listed 3 s before init goes on (and the
 			# core refuses nv_mem_nc); an acquire arriving meanwhile is
@@ -121,7 +121,7 @@ teardown_races() {
 			(
 				n=0
 				while [ $n -lt 60 ] && [ ! -e /tmp/load.done ]; do
-					o=$(st mr-reg "$va" 128K) && st mr-dereg "$(sval mr "$o")" >/dev/null
+					o=$(simtest mr-reg "$va" 128K) && st mr-dereg "$(sval mr "$o")" >/dev/null
 					usleep 30000
 					n=$((n + 1))
 				done
@@ -152,7 +152,7 @@ teardown_races() {
 			# shellcheck disable=SC2046
 			load $REL_MOD $(client_params)
 		fi
-		_lc=$(st leak-check) || fail "teardown round $i left something behind: $_lc" $(figures)
+		_lc=$(simtest leak-check) || fail "teardown round $i left something behind: $_lc" $(figures)
 		REL_RACES=$((REL_RACES + 3))
 		REL_OPS=$((REL_OPS + 10))
 		i=$((i + 1))
