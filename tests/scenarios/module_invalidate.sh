@@ -23,8 +23,8 @@ await_delay_taken() {
 	_n=0
 	while [ "$(simtest counters delays_taken)" -le "$1" ]; do
 		_n=$((_n + 1))
-		[ $_n -le 100 ] || fail "the registration never reached hca_activate"
-		usleep 100000
+		[ $_n -le $((100 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100)) ] || fail "the registration never reached hca_activate"
+		nap 0.1
 	done
 }
 

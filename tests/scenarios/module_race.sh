@@ -42,8 +42,8 @@ points="free_cb_before free_cb_after core_invalidate core_dereg_locked"
 taken_since() {
 	_t=0
 	while [ "$(simtest counters delays_taken)" = "$1" ]; do
-		[ $_t -lt 100 ] || return 1
-		usleep 100000
+		[ $_t -lt $((100 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100)) ] || return 1
+		nap 0.1
 		_t=$((_t + 1))
 	done
 }

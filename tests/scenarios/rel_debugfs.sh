@@ -39,7 +39,7 @@ reader() {
 			fi
 		done
 		# leave the guest's two CPUs to the churn most of the time
-		usleep 100000
+		nap 0.1
 	done >/tmp/dbg.$1
 }
 rm -f /tmp/dbg.stop /tmp/dbg.1 /tmp/dbg.2

@@ -255,7 +255,7 @@ unload_order() {
 		_rp=$!
 		_t=0
 		while kill -0 $_rp 2>/dev/null && [ $_t -lt $(($(scaled_s 15) * 10)) ]; do
-			usleep 100000
+			nap 0.1
 			_t=$((_t + 1))
 		done
 		if kill -0 $_rp 2>/dev/null; then

@@ -151,8 +151,8 @@ await_delay() {
 	_n=0
 	while [ "$(simtest counters delays_taken)" -lt $(($1 + ${2:-1})) ]; do
 		_n=$((_n + 1))
-		[ $_n -le 100 ] || return 1
-		usleep 100000
+		[ $_n -le $((100 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100)) ] || return 1
+		nap 0.1
 	done
 }
 
@@ -395,7 +395,7 @@ _bg_wait() {
 			kill -0 "$_p" 2>/dev/null && _alive=1
 		done
 		[ $_alive = 0 ] && return 0
-		usleep 100000
+		nap 0.1
 		_t=$((_t + 1))
 	done
 	return 1

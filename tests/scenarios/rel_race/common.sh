@@ -45,8 +45,8 @@ test_delay() {
 # the test build is taken after the last mark.
 await_test_delay() {
 	_w=0
-	while ! since_mark_has "test delay $1: [0-9]+ ms" && [ $_w -lt 100 ]; do
-		usleep 100000
+	while ! since_mark_has "test delay $1: [0-9]+ ms" && [ $_w -lt $((100 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100)) ]; do
+		nap 0.1
 		_w=$((_w + 1))
 	done
 	since_mark_has "test delay $1: [0-9]+ ms" || fail "the test build's delay point $1 was never reached" $(figures)
@@ -155,8 +155,8 @@ held_window() {
 # wait_delay D0: until a delay point was entered since the counter was D0.
 wait_delay() {
 	_w=0
-	while [ "$(simtest counters delays_taken)" = "$1" ] && [ $_w -lt 150 ]; do
-		usleep 20000
+	while [ "$(simtest counters delays_taken)" = "$1" ] && [ $_w -lt $((150 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100)) ]; do
+		nap 0.02
 		_w=$((_w + 1))
 	done
 	[ "$(simtest counters delays_taken)" != "$1" ] || fail "the delay point was never reached" $(figures)

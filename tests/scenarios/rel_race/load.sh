@@ -46,7 +46,7 @@ start_failing_load() {
 	while [ "$(simtest counters delays_taken)" -lt $((d0 + 2)) ]; do
 		_w=$((_w + 1))
 		[ $_w -le $((_ms / 100 + 300)) ] || fail "the load never reached nv_mem_nc's registration" $(figures)
-		usleep 100000
+		nap 0.1
 	done
 }
 
@@ -69,7 +69,7 @@ dereg_left_pinned() {
 	n=0
 	while kill -0 "$pid_load" 2>/dev/null &&
 		! since_mark_has "the load failed \(.*\): waiting for" && [ $n -lt "$1" ]; do
-		usleep 50000
+		nap 0.05
 		n=$((n + 1))
 	done
 }

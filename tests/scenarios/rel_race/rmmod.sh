@@ -72,7 +72,7 @@ rmmod_during_reg() {
 				# shellcheck disable=SC2046
 				load $REL_MOD $(client_params)
 			fi
-			usleep 20000
+			nap 0.02
 		done
 		wait $loop
 		REL_OPS=$((REL_OPS + 30 + tries))
@@ -109,8 +109,8 @@ acquire_going_try() {
 	bg_run reg st mr-reg "$va" 128K
 	# rmmod once the registration sleeps in the window (not before)
 	w=0
-	while [ "$(simtest counters delays_taken)" = "$d0" ] && [ $w -lt 100 ]; do
-		usleep 20000
+	while [ "$(simtest counters delays_taken)" = "$d0" ] && [ $w -lt $((100 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100)) ]; do
+		nap 0.02
 		w=$((w + 1))
 	done
 	# rmmod with a bounded wait: a client that accepts the acquire of a
@@ -124,7 +124,7 @@ acquire_going_try() {
 	bg_run rmmod rmmod $REL_MOD
 	w=0
 	while kill -0 "$pid_rmmod" 2>/dev/null && [ $w -lt $((_rmmod_s * 10)) ]; do
-		usleep 100000
+		nap 0.1
 		w=$((w + 1))
 	done
 	if kill -0 "$pid_rmmod" 2>/dev/null; then
@@ -191,10 +191,10 @@ tail_unload_try() {
 	# rmmod until it wins: the registration went with the dereg
 	: >/tmp/rmmod.err
 	n=0
-	while loaded $REL_MOD && [ $n -lt 600 ]; do
+	while loaded $REL_MOD && [ $n -lt $((600 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100)) ]; do
 		since_mark_has "test delay free_callback_tail: done" && break
 		rmmod $REL_MOD 2>/tmp/rmmod.err && break
-		usleep 20000
+		nap 0.02
 		n=$((n + 1))
 	done
 	wait "$pid_free"

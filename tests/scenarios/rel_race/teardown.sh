@@ -19,8 +19,8 @@ rmmod_while_callback_try() {
 		rw0=$(release_waited)
 		bg_run dereg st mr-dereg "$mr"
 		_n=0
-		while [ "$(release_waited)" = "$rw0" ] && [ $_n -lt 100 ]; do
-			usleep 20000
+		while [ "$(release_waited)" = "$rw0" ] && [ $_n -lt $((100 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100)) ]; do
+			nap 0.02
 			_n=$((_n + 1))
 		done
 		[ "$(release_waited)" != "$rw0" ] ||
@@ -120,9 +120,9 @@ teardown_races() {
 			st fault register_client 2 ENOMEM >/dev/null
 			(
 				n=0
-				while [ $n -lt 60 ] && [ ! -e /tmp/load.done ]; do
+				while [ $n -lt $((60 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100)) ] && [ ! -e /tmp/load.done ]; do
 					o=$(simtest mr-reg "$va" 128K) && st mr-dereg "$(sval mr "$o")" >/dev/null
-					usleep 30000
+					nap 0.03
 					n=$((n + 1))
 				done
 			) >/dev/null 2>&1 &
