@@ -148,6 +148,12 @@ pub(crate) struct Registration {
     /// release on that same task (a core that releases from inside its
     /// invalidation) must not wait for itself.
     in_core: AtomicU32,
+    /// For the client's counters ([`crate::stats::ClientStats`]): the bytes
+    /// of the GPU pages outside the user's range (get_pages' `[addr, addr +
+    /// size)`), shifted past [`MAPPED`], which dma_map's success sets.
+    /// Written by the core's calls, which the core makes one after the
+    /// other: get_pages, dma_map, release.
+    user_trim: AtomicU32,
     /// This module's reference, put when the registration goes. The last
     /// field, so dropped after every other one: the state's pages, SG
     /// table and in-flight resources are gone before the module may be.
@@ -163,6 +169,10 @@ pub(crate) struct Registration {
 /// [`Registration::in_core`]: a release sleeps until the callback comes
 /// out of the core.
 const IN_CORE_WAITED: u32 = 1;
+
+/// [`Registration::user_trim`]: the registration was mapped for the core
+/// and counted so.
+const MAPPED: u32 = 1;
 
 /// [`Registration::in_core`]'s mark of the calling task: its thread id
 /// (positive, at most `PID_MAX_LIMIT`, 2^22), shifted past
@@ -269,6 +279,7 @@ impl Registration {
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 kind,
                 in_core: AtomicU32::new(0),
+                user_trim: AtomicU32::new(0),
                 module,
             }),
             GFP_KERNEL,
