@@ -6,6 +6,7 @@
 use super::state::Op;
 use super::{
     in_core_mark, registry, CoreRef, PinKind, Pinned, Registration, IN_CORE_WAITED, MAPPED,
+    TRIM_SHIFT,
 };
 use crate::core_client::INVALIDATION;
 use crate::p2p::PciDevice;
@@ -46,7 +47,7 @@ impl Registration {
         if GpuRange::new(addr, size) != Ok(this.range) {
             return Err(Failure::new(ErrorKind::Sequence, EINVAL));
         }
-        if this.kind == PinKind::Invalidating && !INVALIDATION.is_ready() {
+        if this.kind() == PinKind::Invalidating && !INVALIDATION.is_ready() {
             // The core called us before our registration call returned.
             return Err(Failure::new(ErrorKind::Sequence, EAGAIN));
         }
@@ -59,9 +60,9 @@ impl Registration {
         drop(st);
         // Checked above: `[addr, addr + size)` lies in the range, whose
         // head and tail outside it are each under a GPU page, so the sum
-        // fits in 17 bits and leaves room for the flag.
+        // fits in 17 bits above the flags.
         let trim = u32::try_from(this.range.len().saturating_sub(size)).unwrap_or(0);
-        this.user_trim.store(trim << 1, Ordering::Relaxed);
+        this.meta.fetch_or(trim << TRIM_SHIFT, Ordering::Relaxed);
         Ok(())
     }
 
@@ -74,9 +75,9 @@ impl Registration {
     ) -> Result<u32> {
         self.try_dma_map(sg_head, peer)
             .inspect(|_| {
-                let trim = self.user_trim.fetch_or(MAPPED, Ordering::Relaxed) >> 1;
-                stats::client_stats(self.kind)
-                    .mapped(self.range.pages().into(), self.user_bytes(trim));
+                let meta = self.meta.fetch_or(MAPPED, Ordering::Relaxed);
+                stats::client_stats(self.kind())
+                    .mapped(self.range.pages().into(), self.user_bytes(meta));
             })
             .map_err(|f| {
                 pr_err!(
@@ -223,9 +224,10 @@ impl Registration {
         self.unpin_in_flight(pinned);
     }
 
-    /// The length of the user's range: the GPU pages less `trim`.
-    fn user_bytes(&self, trim: u32) -> u64 {
-        self.range.len().saturating_sub(trim.into())
+    /// The length of the user's range: the GPU pages less the trimmed
+    /// bytes of `meta` (a value of [`Registration::meta`]).
+    fn user_bytes(&self, meta: u32) -> u64 {
+        self.range.len().saturating_sub((meta >> TRIM_SHIFT).into())
     }
 
     /// The core's get_page_size.
@@ -239,11 +241,11 @@ impl Registration {
     pub(crate) fn release(core: CoreRef) {
         stats::inc(&STATS.released);
         let registration = core.registration();
-        let user_trim = registration.user_trim.load(Ordering::Relaxed);
-        if user_trim & MAPPED != 0 {
-            stats::client_stats(registration.kind).released(
+        let meta = registration.meta.load(Ordering::Relaxed);
+        if meta & MAPPED != 0 {
+            stats::client_stats(registration.kind()).released(
                 registration.range.pages().into(),
-                registration.user_bytes(user_trim >> 1),
+                registration.user_bytes(meta),
             );
         }
         // The registry's reference, which the core borrowed, is now ours.
