@@ -89,7 +89,8 @@ no_leaks() {
 # them, else the simulated core's totals (simtest counters) against the
 # sum over our clients. num_dereg_pages is left out: the modern cores
 # never add to theirs. Call it with nothing in flight. Where the VM has
-# peermem-check, `peermem-check stats --prometheus` must say the same.
+# peermem-check, `peermem-check stats --prometheus` must say the same, and
+# `peermem-check stats` (its text, logged) must succeed.
 pm_sysfs_matches() {
 	_s=/sys/module/nvidia_peermem_rs
 	[ -d $_s/stats ] || fail "$1: no $_s/stats"
@@ -132,8 +133,9 @@ pm_sysfs_matches() {
 	done
 	echo "$_prom" | grep -qxF "nvidia_peermem_acquired_total{module=\"nvidia_peermem_rs\"} $(cat $_s/stats/acquired)" ||
 		fail "$1: peermem-check stats --prometheus disagrees on acquired"
-	log "peermem-check stats --prometheus ($1):"
-	echo "$_prom" | while read -r _l; do log "  $_l"; done
+	_text=$(peermem-check stats 2>&1) || fail "$1: peermem-check stats: $_text"
+	log "peermem-check stats ($1):"
+	echo "$_text" | while read -r _l; do log "  $_l"; done
 }
 
 # finish_clean: unload everything, then the leak check (no_new_leaks).
