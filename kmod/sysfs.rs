@@ -14,8 +14,8 @@
 //! Each directory is a kobject made by the C shim
 //! (`pm_shim_sysfs_dir_create`): its files' names, and a show function
 //! that asks a [`Files`] implementation for file `i`'s value. The kernel
-//! crate of 6.12 has no sysfs attributes, and 7.x's none for a kobject of
-//! a module's own.
+//! crate of 6.12 has no sysfs attributes: one C helper serves every
+//! kernel this module builds for.
 
 use crate::client::ClientTable;
 use crate::p2p::PersistentApi;
