@@ -23,6 +23,7 @@ mod registration;
 mod sg;
 mod stats;
 mod sys;
+mod sysfs;
 mod test_delay;
 mod wait;
 
