@@ -48,8 +48,8 @@ pub struct Suite {
     pub memory_mib: u64,
     /// Virtual CPUs. Two where a scenario races work on two CPUs; one
     /// where every step runs after the last: under TCG a second vCPU
-    /// thread costs a one-step suite ~30% more host CPU (cross-vCPU
-    /// TLB flushes wait for a descheduled thread on a busy host).
+    /// thread cost five module scenarios ~40% more host CPU (measured on
+    /// a busy 2-core host).
     pub cpus: u32,
     /// KUnit suites that must report `ok`: (module file, suite name).
     pub kunit: Vec<(String, String)>,
