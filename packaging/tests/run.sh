@@ -993,6 +993,56 @@ test_dkms_dropin() {
 	echo "dkms remove gave the driver's copy back"
 }
 
+# A kernel installed before linux-lib-rust-<kver> and the NVIDIA/DOCA modules
+# for it: the real dkms's autoinstall, as the kernel's postinst hook runs
+# it, must exit 0 with one line naming the missing packages, and leave
+# nothing built or installed for that kernel; once the packages are there
+# (the Rust metadata, nvidia.ko and ib_uverbs.ko exporting the symbols,
+# indexed by depmod) the same autoinstall builds it. The source is the
+# staged DKMS tree with its MAKE line replaced by a copy of a stand-in, so
+# no compiler runs; the kernel tree is a .config and a Makefile.
+test_dkms_new_kernel() {
+	local d=$T/nk kv=7.0.0-99-generic o rc st=$out/dkms/$name-$version
+	rm -rf "$d" && mkdir -p "$d/kdir/include" "$d/dk" "$d/src" "$d/root/lib/modules/$kv" || return 1
+	printf 'CONFIG_RUST=y\nCONFIG_MODULES=y\n' >"$d/kdir/.config"
+	touch "$d/kdir/Makefile"
+	[ -d "$st" ] || mk -s dkms-source >/dev/null || die "make dkms-source"
+	cp -r "$st" "$d/tree" && dd_mod "$d/tree/standin.bin" "$version" || return 1
+	sed -i -e 's|^MAKE\[0\]=.*|MAKE[0]="cp standin.bin nvidia_peermem_rs.ko"|' -e '$a CLEAN="true"' "$d/tree/dkms.conf"
+	# The kernel's own modules only: depmod gives it a modules.symbols.
+	pd_mod "$d/root/lib/modules/$kv/kernel/drivers/infiniband/core/ib_uverbs.ko" ib_uverbs ib_umem_get=0x1 || return 1
+	depmod -b "$d/root" "$kv" 2>/dev/null || die "depmod -b"
+	ai() {
+		env sign_file="$T/no-sign-file" PEERMEM_BUILD_CONF="$T/none" PEERMEM_SYSROOT="$d/root" \
+			dkms "$@" --dkmstree "$d/dk" --sourcetree "$d/src" --installtree "$d/root/lib/modules" \
+			--kernelsourcedir "$d/kdir" --no-depmod
+	}
+	ai add "$d/tree" >/dev/null || die "dkms add"
+	o=$(ai autoinstall -k "$kv" 2>&1)
+	rc=$?
+	echo "--- without the packages: exit $rc"
+	echo "$o"
+	[ "$rc" = 0 ] || die "dkms autoinstall for a kernel without linux-lib-rust exited $rc (the kernel's postinst fails)"
+	[ "$(grep -c "^nvidia-peermem-rs: skipping kernel $kv" <<<"$o")" = 1 ] || die "not one skip line"
+	grep "^nvidia-peermem-rs: skipping" <<<"$o" | grep -q "linux-lib-rust-$kv.*NVIDIA.*DOCA-OFED" ||
+		die "the skip line does not name linux-lib-rust-$kv, the NVIDIA and the DOCA modules"
+	[ ! -e "$d/dk/$name/$version/$kv" ] && [ ! -e "$d/root/lib/modules/$kv/updates" ] ||
+		die "something was built or installed for $kv: $(find "$d/dk/$name/$version/$kv" "$d/root/lib/modules/$kv/updates" 2>/dev/null)"
+	# The packages arrive.
+	mkdir -p "$d/root/usr/src/linux-lib-rust-$kv/rust" && touch "$d/root/usr/src/linux-lib-rust-$kv/rust/libkernel.rmeta"
+	pd_mod "$d/root/lib/modules/$kv/kernel/nvidia-580-open/nvidia.ko" nvidia nvidia_p2p_get_pages=0x2 &&
+		pd_mod "$d/root/lib/modules/$kv/kernel/doca-ofed-3.4/ib_uverbs.ko" ib_uverbs ib_register_peer_memory_client=0x3 &&
+		echo "override ib_uverbs * kernel/doca-ofed-3.4" >"$d/doca.conf" || return 1
+	mkdir -p "$d/depmod.d" && mv "$d/doca.conf" "$d/depmod.d/" && depmod -b "$d/root" -C "$d/depmod.d" "$kv" 2>/dev/null || die "depmod -b"
+	o=$(ai autoinstall -k "$kv" 2>&1)
+	rc=$?
+	echo "--- with them: exit $rc"
+	echo "$o"
+	[ "$rc" = 0 ] && [ -f "$d/root/lib/modules/$kv/updates/dkms/nvidia_peermem_rs.ko" ] ||
+		die "autoinstall did not build and install once the packages were there"
+	! grep -q "skipping" <<<"$o" || die "still skipped"
+}
+
 test_dkms_build_exclusive() {
 	mkdir -p "$T/norust/include"
 	grep -v '^CONFIG_RUST' "$kdir/.config" >"$T/norust/.config"
@@ -1263,6 +1313,7 @@ t default-dropin test_default_dropin
 t deb-dropin test_deb_dropin
 t dropin-vs-driver-dkms test_dropin_vs_driver_dkms
 t peerdirect-exporter test_peerdirect_exporter
+t dkms-new-kernel test_dkms_new_kernel
 if [ -z "$kver" ]; then
 	[ -n "${PACKAGING_TESTS:-}" ] ||
 		bad "dkms (no Rust-enabled kernel tree: see $res/kernel.log)"
