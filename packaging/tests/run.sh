@@ -999,8 +999,9 @@ test_dkms_dropin() {
 # nothing built or installed for that kernel; once the packages are there
 # (the Rust metadata, nvidia.ko and ib_uverbs.ko exporting the symbols,
 # indexed by depmod) the same autoinstall builds it. The source is the
-# staged DKMS tree with its MAKE line replaced by a copy of a stand-in, so
-# no compiler runs; the kernel tree is a .config and a Makefile.
+# staged DKMS tree with its MAKE line cut to the Makefile's checks and a
+# copy of a stand-in, so no compiler runs; the kernel tree is a .config and
+# a Makefile.
 test_dkms_new_kernel() {
 	local d=$T/nk kv=7.0.0-99-generic o rc st=$out/dkms/$name-$version
 	rm -rf "$d" && mkdir -p "$d/kdir/include" "$d/dk" "$d/src" "$d/root/lib/modules/$kv" || return 1
@@ -1008,7 +1009,10 @@ test_dkms_new_kernel() {
 	touch "$d/kdir/Makefile"
 	[ -d "$st" ] || mk -s dkms-source >/dev/null || die "make dkms-source"
 	cp -r "$st" "$d/tree" && dd_mod "$d/tree/standin.bin" "$version" || return 1
-	sed -i -e 's|^MAKE\[0\]=.*|MAKE[0]="cp standin.bin nvidia_peermem_rs.ko"|' -e '$a CLEAN="true"' "$d/tree/dkms.conf"
+	# The Makefile's own checks run (they stop a build that lacks anything),
+	# then the stand-in is the module.
+	sed -i -e 's|^MAKE\[0\]=.*|MAKE[0]="make KDIR=${kernel_source_dir} KVER=${kernelver} check-build-env \&\& cp standin.bin nvidia_peermem_rs.ko"|' \
+		-e '$a CLEAN="true"' "$d/tree/dkms.conf"
 	# The kernel's own modules only: depmod gives it a modules.symbols.
 	pd_mod "$d/root/lib/modules/$kv/kernel/drivers/infiniband/core/ib_uverbs.ko" ib_uverbs ib_umem_get=0x1 || return 1
 	depmod -b "$d/root" "$kv" 2>/dev/null || die "depmod -b"
