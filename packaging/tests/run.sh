@@ -1010,7 +1010,8 @@ test_dkms_new_kernel() {
 	[ -d "$st" ] || mk -s dkms-source >/dev/null || die "make dkms-source"
 	cp -r "$st" "$d/tree" && dd_mod "$d/tree/standin.bin" "$version" || return 1
 	# The Makefile's own checks run (they stop a build that lacks anything),
-	# then the stand-in is the module.
+	# then the stand-in is the module. (dkms expands the variables.)
+	# shellcheck disable=SC2016
 	sed -i -e 's|^MAKE\[0\]=.*|MAKE[0]="make KDIR=${kernel_source_dir} KVER=${kernelver} check-build-env \&\& cp standin.bin nvidia_peermem_rs.ko"|' \
 		-e '$a CLEAN="true"' "$d/tree/dkms.conf"
 	# The kernel's own modules only: depmod gives it a modules.symbols.
