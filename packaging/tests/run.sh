@@ -1007,7 +1007,7 @@ test_dkms_new_kernel() {
 	rm -rf "$d" && mkdir -p "$d/kdir/include" "$d/dk" "$d/src" "$d/root/lib/modules/$kv" || return 1
 	printf 'CONFIG_RUST=y\nCONFIG_MODULES=y\n' >"$d/kdir/.config"
 	touch "$d/kdir/Makefile"
-	[ -d "$st" ] || mk -s dkms-source >/dev/null || die "make dkms-source"
+	mk -s dkms-source >/dev/null || die "make dkms-source"
 	cp -r "$st" "$d/tree" && dd_mod "$d/tree/standin.bin" "$version" || return 1
 	# The Makefile's own checks run (they stop a build that lacks anything),
 	# then the stand-in is the module. (dkms expands the variables.)
@@ -1046,6 +1046,84 @@ test_dkms_new_kernel() {
 	[ "$rc" = 0 ] && [ -f "$d/root/lib/modules/$kv/updates/dkms/nvidia_peermem_rs.ko" ] ||
 		die "autoinstall did not build and install once the packages were there"
 	! grep -q "skipping" <<<"$o" || die "still skipped"
+}
+
+# nvidia.ko or the PeerDirect exporter replaced under a built module (a
+# driver respin, a DOCA upgrade) with other CRCs: the modprobe guard must
+# refuse the load with one line naming the changed module and the dkms
+# commands that rebuild, and let it load again once rebuilt. The real dkms
+# builds and installs into scratch trees (the Makefile's checks and its
+# record-deps, a stand-in as the module), against stand-in nvidia.ko and
+# DOCA ib_uverbs.ko, indexed by depmod, as in dkms-new-kernel.
+test_guard_changed_exporter() {
+	local d=$T/gc kv=7.0.0-31-generic o rc st=$out/dkms/$name-$version doca=kernel/doca-ofed-3.4
+	local m=$T/gc/root/lib/modules/7.0.0-31-generic
+	rm -rf "$d" && mkdir -p "$d/kdir/rust" "$d/kdir/include" "$d/dk" "$d/src" "$d/depmod.d" "$m" || return 1
+	printf 'CONFIG_RUST=y\nCONFIG_MODULES=y\nCONFIG_MODVERSIONS=y\n' >"$d/kdir/.config"
+	touch "$d/kdir/Makefile" "$d/kdir/rust/libkernel.rmeta"
+	mk -s dkms-source >/dev/null || die "make dkms-source"
+	cp -r "$st" "$d/tree" && dd_mod "$d/tree/standin.bin" "$version" || return 1
+	# shellcheck disable=SC2016
+	sed -i -e 's|^MAKE\[0\]=.*|MAKE[0]="make KDIR=${kernel_source_dir} KVER=${kernelver} check-build-env record-deps \&\& cp standin.bin nvidia_peermem_rs.ko"|' \
+		-e '$a CLEAN="true"' "$d/tree/dkms.conf"
+	echo "override ib_uverbs * $doca" >"$d/depmod.d/doca.conf"
+	pd_mod "$m/kernel/nvidia-580-open/nvidia.ko" nvidia nvidia_p2p_get_pages=0x58095050 &&
+		pd_mod "$m/$doca/ib_uverbs.ko.zst" ib_uverbs ib_register_peer_memory_client=0x2407aaaa &&
+		pd_mod "$m/kernel/drivers/infiniband/core/ib_uverbs.ko.zst" ib_uverbs ib_umem_get=0x1 || return 1
+	index() { depmod -b "$d/root" -C "$d/depmod.d" "$kv" 2>/dev/null || die "depmod -b"; }
+	index
+	dv() {
+		env sign_file="$T/no-sign-file" PEERMEM_BUILD_CONF="$T/none" PEERMEM_SYSROOT="$d/root" \
+			dkms "$@" --dkmstree "$d/dk" --sourcetree "$d/src" --installtree "$d/root/lib/modules" \
+			--kernelsourcedir "$d/kdir" --no-depmod
+	}
+	dv add "$d/tree" >/dev/null && dv install -m "$name" -v "$version" -k "$kv" >"$d/install.log" 2>&1 ||
+		die "dkms install: $(cat "$d/install.log"; tail -5 "$d/dk/$name/$version/build/make.log")"
+	guard() {
+		o=$(NVIDIA_PEERMEM_RS_SYSFS="$d/sys" NVIDIA_PEERMEM_RS_KMSG="$d/kmsg" NVIDIA_PEERMEM_RS_DKMS_TREE="$d/dk" \
+			NVIDIA_PEERMEM_RS_KVER="$kv" NVIDIA_PEERMEM_RS_MODROOT="$d/root" sh "$pkg/libexec/$name-guard" nvidia_peermem_rs 2>&1)
+		rc=$?
+		echo "--- $1: guard exit $rc${o:+: $o}"
+	}
+	echo "the build's record:"
+	grep '^nvidia-peermem-rs: built against: ' "$d/dk/$name/kernel-$kv-$(uname -m)/log/make.log" ||
+		die "no record in the installed build's make.log"
+	guard "as built"
+	[ "$rc" = 0 ] || die "the guard refused an unchanged build"
+	refused() { # MODULE: refused with our line naming MODULE and the fix
+		[ "$rc" = 1 ] || die "the guard let nvidia_peermem_rs load against a changed $1 (exit $rc)"
+		[ "$(grep -c . <<<"$o")" = 1 ] || die "not one line"
+		grep -q "refusing to load nvidia_peermem_rs: $1 changed since it was built for $kv" <<<"$o" &&
+			grep -qF "dkms remove -m $name -v $version -k $kv && dkms install -m $name -v $version -k $kv" <<<"$o" ||
+			die "the line does not name $1 and the dkms commands"
+	}
+	# A DOCA upgrade: ib_uverbs.ko with another CRC for the symbol.
+	pd_mod "$m/$doca/ib_uverbs.ko.zst" ib_uverbs ib_register_peer_memory_client=0x2510cccc || return 1
+	index
+	guard "DOCA's ib_uverbs replaced"
+	refused ib_uverbs
+	# Rebuilt as the line says: loads again.
+	dv remove -m "$name" -v "$version" -k "$kv" >/dev/null && dv install -m "$name" -v "$version" -k "$kv" >/dev/null 2>&1 ||
+		die "rebuild"
+	guard "rebuilt"
+	[ "$rc" = 0 ] || die "the guard refused the rebuilt module"
+	# A driver respin: nvidia.ko replaced.
+	pd_mod "$m/kernel/nvidia-580-open/nvidia.ko" nvidia nvidia_p2p_get_pages=0x58095151 || return 1
+	index
+	guard "nvidia.ko replaced"
+	refused nvidia
+	# depmod picking the inbox ib_uverbs instead (DOCA removed).
+	rm -f "$d/depmod.d/doca.conf" "$m/$doca/ib_uverbs.ko.zst"
+	index
+	dv remove -m "$name" -v "$version" -k "$kv" >/dev/null
+	pd_mod "$m/$doca/ib_uverbs.ko.zst" ib_uverbs ib_register_peer_memory_client=0x2510cccc &&
+		echo "override ib_uverbs * $doca" >"$d/depmod.d/doca.conf" || return 1
+	index
+	dv install -m "$name" -v "$version" -k "$kv" >/dev/null 2>&1 || die "rebuild"
+	rm -f "$d/depmod.d/doca.conf" "$m/$doca/ib_uverbs.ko.zst"
+	index
+	guard "DOCA removed, the inbox ib_uverbs back"
+	refused ib_uverbs
 }
 
 test_dkms_build_exclusive() {
@@ -1146,6 +1224,13 @@ test_deb() {
 		grep -q "common.postinst \"\$DKMS_NAME\" \"\$DKMS_VERSION\"" "$T/debx/DEBIAN/postinst" &&
 		grep -q "dkms remove -m \"\$DKMS_NAME\" -v \"\$DKMS_VERSION\" --all" "$T/debx/DEBIAN/prerm" ||
 		die "conffiles / maintainer scripts"
+	# Packages that bring what a kernel's build needs wake the postinst,
+	# which runs autoinstall again and never fails their install (a dkms
+	# that fails, stubbed, for each kernel with a build tree here).
+	printf '%s\n' "interest-noawait /usr/src" "interest-noawait /lib/modules" "interest-noawait /usr/lib/modules" |
+		diff - "$T/debx/DEBIAN/triggers" || die "DEBIAN/triggers"
+	mkdir -p "$T/failbin" && printf '#!/bin/sh\necho "dkms $*"; exit 11\n' >"$T/failbin/dkms" && chmod 755 "$T/failbin/dkms"
+	PATH="$T/failbin:$PATH" sh "$T/debx/DEBIAN/postinst" triggered /usr/src || die "postinst triggered failed"
 	[ "$(dpkg-deb -c "$deb" | awk '{print $2}' | sort -u)" = root/root ] || die "files not owned by root/root"
 	grep -q "/usr/libexec/$name/$name-guard" "$T/debx/etc/modprobe.d/$name.conf" || die "guard path in deb"
 	systemd-analyze verify --man=no "$T/debx/lib/systemd/system/$name.service" || die "unit in deb"
@@ -1319,6 +1404,7 @@ t deb-dropin test_deb_dropin
 t dropin-vs-driver-dkms test_dropin_vs_driver_dkms
 t peerdirect-exporter test_peerdirect_exporter
 t dkms-new-kernel test_dkms_new_kernel
+t guard-changed-exporter test_guard_changed_exporter
 if [ -z "$kver" ]; then
 	[ -n "${PACKAGING_TESTS:-}" ] ||
 		bad "dkms (no Rust-enabled kernel tree: see $res/kernel.log)"
