@@ -1112,6 +1112,12 @@ test_guard_changed_exporter() {
 	index
 	guard "nvidia.ko replaced"
 	refused nvidia
+	# What the package's dpkg trigger asks before it rebuilds: the same
+	# answer for a given kernel, whatever runs.
+	NVIDIA_PEERMEM_RS_DKMS_TREE="$d/dk" NVIDIA_PEERMEM_RS_MODROOT="$d/root" \
+		sh "$pkg/libexec/$name-guard" --stale nvidia_peermem_rs "$kv" 2>/dev/null && die "--stale: not stale"
+	NVIDIA_PEERMEM_RS_DKMS_TREE="$d/dk" NVIDIA_PEERMEM_RS_MODROOT="$d/root" \
+		sh "$pkg/libexec/$name-guard" --stale nvidia_peermem_rs 7.0.0-0-other || die "--stale: another kernel is stale"
 	# depmod picking the inbox ib_uverbs instead (DOCA removed).
 	rm -f "$d/depmod.d/doca.conf" "$m/$doca/ib_uverbs.ko.zst"
 	index
