@@ -100,10 +100,19 @@ test_shellcheck() {
 }
 
 test_dkms_conf() {
-	# dkms sources dkms.conf with these set; read it the same way.
+	# dkms sources dkms.conf with these set; read it the same way, for a
+	# kernel with what the build needs (Rust metadata, the exporters in
+	# modules.symbols) and, without them, AUTOINSTALL off.
+	local k=$T/dc/k
+	mkdir -p "$k/rust" "$T/dc/lib/modules/6.12.0-test" && touch "$k/rust/libkernel.rmeta" &&
+		printf 'CONFIG_RUST=y\n' >"$k/.config" &&
+		printf 'alias symbol:%s %s\n' nvidia_p2p_get_pages nvidia ib_register_peer_memory_client ib_uverbs \
+			>"$T/dc/lib/modules/6.12.0-test/modules.symbols" || return 1
 	(
 		# shellcheck disable=SC2034
-		kernelver=6.12.0-test kernel_source_dir=/k dkms_tree=/d
+		kernelver=6.12.0-test kernel_source_dir=$k ksourcedir_fromcli=1 dkms_tree=/d
+		# shellcheck disable=SC2030,SC2031,SC2034
+		PEERMEM_SYSROOT=$T/dc PEERMEM_BUILD_CONF=$T/none
 		# shellcheck disable=SC1091
 		. "$pkg/dkms/dkms.conf" || exit 1
 		set -x
@@ -111,10 +120,21 @@ test_dkms_conf() {
 			[ -n "$PACKAGE_VERSION" ] &&
 			[ "${BUILT_MODULE_NAME[0]}" = nvidia_peermem_rs ] &&
 			[ "${DEST_MODULE_LOCATION[0]}" = /updates/dkms ] &&
-			[[ "${MAKE[0]}" == *"KDIR=/k"* ]] &&
+			[[ "${MAKE[0]}" == *"KDIR=$k"* ]] &&
 			[[ "${MAKE[0]}" == *"KVER=6.12.0-test"* ]] &&
 			[ "$BUILD_EXCLUSIVE_CONFIG" = CONFIG_RUST ] &&
 			[ "$AUTOINSTALL" = yes ]
+	) || return 1
+	rm "$k/rust/libkernel.rmeta"
+	(
+		# shellcheck disable=SC2034
+		kernelver=6.12.0-test kernel_source_dir=$k ksourcedir_fromcli=1 dkms_tree=/d
+		# shellcheck disable=SC2030,SC2031,SC2034
+		PEERMEM_SYSROOT=$T/dc PEERMEM_BUILD_CONF=$T/none
+		# shellcheck disable=SC1091
+		. "$pkg/dkms/dkms.conf" || exit 1
+		set -x
+		[ -z "$AUTOINSTALL" ]
 	)
 }
 
@@ -1046,6 +1066,17 @@ test_dkms_new_kernel() {
 	[ "$rc" = 0 ] && [ -f "$d/root/lib/modules/$kv/updates/dkms/nvidia_peermem_rs.ko" ] ||
 		die "autoinstall did not build and install once the packages were there"
 	! grep -q "skipping" <<<"$o" || die "still skipped"
+	# A kernel without CONFIG_RUST (dkms build: BUILD_EXCLUSIVE, exit 77)
+	# must not fail autoinstall either.
+	mkdir -p "$d/norust/include" && printf 'CONFIG_MODULES=y\n' >"$d/norust/.config" && touch "$d/norust/Makefile"
+	o=$(env sign_file="$T/no-sign-file" PEERMEM_BUILD_CONF="$T/none" PEERMEM_SYSROOT="$d/root" \
+		dkms autoinstall -k 6.12.0-norust --dkmstree "$d/dk" --sourcetree "$d/src" --installtree "$d/root/lib/modules" \
+		--kernelsourcedir "$d/norust" --no-depmod 2>&1)
+	rc=$?
+	echo "--- a kernel without CONFIG_RUST: exit $rc"
+	echo "$o"
+	[ "$rc" = 0 ] && [ "$(grep -c "^nvidia-peermem-rs: skipping kernel 6.12.0-norust: it has no CONFIG_RUST=y" <<<"$o")" = 1 ] ||
+		die "autoinstall for a kernel without CONFIG_RUST: exit $rc, not one skip line"
 }
 
 # nvidia.ko or the PeerDirect exporter replaced under a built module (a
