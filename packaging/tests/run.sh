@@ -1043,7 +1043,8 @@ test_dkms_new_kernel() {
 			--kernelsourcedir "$d/kdir" --no-depmod
 	}
 	ai add "$d/tree" >/dev/null || die "dkms add"
-	o=$(ai autoinstall -k "$kv" 2>&1)
+	# As the kernel's postinst hook (dkms_autoinstaller) calls it.
+	o=$(ai autoinstall --kernelver "$kv" 2>&1)
 	rc=$?
 	echo "--- without the packages: exit $rc"
 	echo "$o"
@@ -1053,6 +1054,15 @@ test_dkms_new_kernel() {
 		die "the skip line does not name linux-lib-rust-$kv, the NVIDIA and the DOCA modules"
 	[ ! -e "$d/dk/$name/$version/$kv" ] && [ ! -e "$d/root/lib/modules/$kv/updates" ] ||
 		die "something was built or installed for $kv: $(find "$d/dk/$name/$version/$kv" "$d/root/lib/modules/$kv/updates" 2>/dev/null)"
+	# What a package's postinst (common.postinst) runs for the newest
+	# kernel: dkms build, where exit 77 is "Skipped." and anything else fails.
+	o=$(ai build -m "$name" -v "$version" -k "$kv" 2>&1)
+	rc=$?
+	echo "--- dkms build without the packages (not the running kernel): exit $rc"
+	echo "$o"
+	[ "$rc" = 77 ] && [ "$(grep -c "^nvidia-peermem-rs: skipping kernel $kv" <<<"$o")" = 1 ] ||
+		die "dkms build for a kernel without linux-lib-rust: exit $rc (common.postinst fails on anything but 0 and 77)"
+	[ ! -e "$d/dk/$name/$version/$kv" ] || die "dkms build left $d/dk/$name/$version/$kv"
 	# The packages arrive.
 	mkdir -p "$d/root/usr/src/linux-lib-rust-$kv/rust" && touch "$d/root/usr/src/linux-lib-rust-$kv/rust/libkernel.rmeta"
 	pd_mod "$d/root/lib/modules/$kv/kernel/nvidia-580-open/nvidia.ko" nvidia nvidia_p2p_get_pages=0x2 &&
