@@ -579,9 +579,13 @@ test_dropin_vs_driver_dkms() {
 	local d=$T/dvd kv=7.0.0-14-generic ours_v theirs_v=580.95.05 order
 	ours_v=$version
 	rm -rf "$d" && mkdir -p "$d/kernel/include" "$d/stage" || return 1
-	# A kernel tree only as far as dkms reads it (BUILD_EXCLUSIVE_CONFIG).
+	# A kernel tree only as far as dkms reads it (BUILD_EXCLUSIVE_CONFIG,
+	# and dkms.conf's look for the Rust metadata); the NVIDIA and OFED
+	# exports as a build.conf would name them (nothing reads them here).
+	mkdir -p "$d/kernel/rust" && touch "$d/kernel/rust/libkernel.rmeta"
 	printf 'CONFIG_RUST=y\nCONFIG_MODULES=y\n' >"$d/kernel/.config"
 	touch "$d/kernel/Makefile"
+	printf 'NVIDIA_KO=%s\nOFED_DIR=%s\n' /none/nvidia.ko /none/ofa_kernel >"$d/build.conf"
 	dd_mod "$d/ours.ko" "$ours_v" && dd_mod "$d/theirs.ko" "$theirs_v" || die "cannot make stand-in modules (gcc)"
 	# Ours: the drop-in's tree and its make install (for depmod.d).
 	mk -s dkms-source PEERMEM_DROPIN=1 >/dev/null || die "make dkms-source PEERMEM_DROPIN=1"
@@ -598,7 +602,7 @@ test_dropin_vs_driver_dkms() {
 		'BUILT_MODULE_NAME[0]="nvidia-peermem"' 'DEST_MODULE_LOCATION[0]="/kernel/drivers/video"' \
 		'AUTOINSTALL="yes"' >"$d/theirs-src/dkms.conf"
 	dv() { # the dkms of one order, into its own trees
-		env sign_file="$T/no-sign-file" dkms "$@" --dkmstree "$d/$order/dkms" --sourcetree "$d/$order/src" \
+		env sign_file="$T/no-sign-file" PEERMEM_BUILD_CONF="$d/build.conf" dkms "$@" --dkmstree "$d/$order/dkms" --sourcetree "$d/$order/src" \
 			--installtree "$d/$order/root/lib/modules" --kernelsourcedir "$d/kernel" --no-depmod
 	}
 	# Installs as the packages do: ours with dkms's version check skipped
