@@ -194,8 +194,8 @@ dkms-install:
 		$(DKMS) remove -m $(PKG_DKMS_NAME) -v $(PKG_VERSION) --all; fi
 	$(DKMS) add -m $(PKG_DKMS_NAME) -v $(PKG_VERSION)
 	$(DKMS) build -m $(PKG_DKMS_NAME) -v $(PKG_VERSION) -k $(KVER) || { rc=$$?; \
-		if [ $$rc = 77 ]; then echo "packaging: kernel $(KVER) has no CONFIG_RUST=y: \
-		$(PKG_NAME) stays registered with DKMS and builds for Rust-enabled kernels only" >&2; \
+		if [ $$rc = 77 ]; then echo "packaging: kernel $(KVER) has no CONFIG_RUST=y, or lacks what the line \
+		above names: $(PKG_NAME) stays registered with DKMS and builds for that kernel once it can" >&2; \
 		else echo "packaging: dkms build failed: see /var/lib/dkms/$(PKG_DKMS_NAME)/$(PKG_VERSION)/build/make.log" >&2; fi; \
 		exit $$rc; }
 	$(DKMS) install -m $(PKG_DKMS_NAME) -v $(PKG_VERSION) -k $(KVER)

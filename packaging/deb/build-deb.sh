@@ -38,6 +38,15 @@ for s in postinst prerm postrm; do
 	chmod 0755 "$root/DEBIAN/$s"
 done
 
+# A kernel's Rust metadata (linux-lib-rust-<kver> in /usr/src), its NVIDIA
+# or DOCA-OFED modules (/lib/modules, /usr/lib/modules on merged-/usr) or
+# an OFED tree (/usr/src) often arrive after the kernel, whose autoinstall
+# then skipped the module: those packages' installs wake the postinst
+# ("triggered"), which runs autoinstall again. noawait: nothing waits on it.
+printf '%s\n' "interest-noawait /usr/src" "interest-noawait /lib/modules" \
+	"interest-noawait /usr/lib/modules" > "$root/DEBIAN/triggers"
+chmod 0644 "$root/DEBIAN/triggers"
+
 # Files in /etc are the administrator's: keep their edits on upgrade.
 (cd "$root" && find etc -type f | sort | sed 's|^|/|') > "$root/DEBIAN/conffiles"
 chmod 0644 "$root/DEBIAN/conffiles"

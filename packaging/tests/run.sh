@@ -100,10 +100,19 @@ test_shellcheck() {
 }
 
 test_dkms_conf() {
-	# dkms sources dkms.conf with these set; read it the same way.
+	# dkms sources dkms.conf with these set; read it the same way, for a
+	# kernel with what the build needs (Rust metadata, the exporters in
+	# modules.symbols) and, without them, AUTOINSTALL off.
+	local k=$T/dc/k
+	mkdir -p "$k/rust" "$T/dc/lib/modules/6.12.0-test" && touch "$k/rust/libkernel.rmeta" &&
+		printf 'CONFIG_RUST=y\n' >"$k/.config" &&
+		printf 'alias symbol:%s %s\n' nvidia_p2p_get_pages nvidia ib_register_peer_memory_client ib_uverbs \
+			>"$T/dc/lib/modules/6.12.0-test/modules.symbols" || return 1
 	(
 		# shellcheck disable=SC2034
-		kernelver=6.12.0-test kernel_source_dir=/k dkms_tree=/d
+		kernelver=6.12.0-test kernel_source_dir=$k ksourcedir_fromcli=1 dkms_tree=/d
+		# shellcheck disable=SC2030,SC2031,SC2034
+		PEERMEM_SYSROOT=$T/dc PEERMEM_BUILD_CONF=$T/none
 		# shellcheck disable=SC1091
 		. "$pkg/dkms/dkms.conf" || exit 1
 		set -x
@@ -111,10 +120,21 @@ test_dkms_conf() {
 			[ -n "$PACKAGE_VERSION" ] &&
 			[ "${BUILT_MODULE_NAME[0]}" = nvidia_peermem_rs ] &&
 			[ "${DEST_MODULE_LOCATION[0]}" = /updates/dkms ] &&
-			[[ "${MAKE[0]}" == *"KDIR=/k"* ]] &&
+			[[ "${MAKE[0]}" == *"KDIR=$k"* ]] &&
 			[[ "${MAKE[0]}" == *"KVER=6.12.0-test"* ]] &&
 			[ "$BUILD_EXCLUSIVE_CONFIG" = CONFIG_RUST ] &&
 			[ "$AUTOINSTALL" = yes ]
+	) || return 1
+	rm "$k/rust/libkernel.rmeta"
+	(
+		# shellcheck disable=SC2034
+		kernelver=6.12.0-test kernel_source_dir=$k ksourcedir_fromcli=1 dkms_tree=/d
+		# shellcheck disable=SC2030,SC2031,SC2034
+		PEERMEM_SYSROOT=$T/dc PEERMEM_BUILD_CONF=$T/none
+		# shellcheck disable=SC1091
+		. "$pkg/dkms/dkms.conf" || exit 1
+		set -x
+		[ -z "$AUTOINSTALL" ]
 	)
 }
 
@@ -559,9 +579,13 @@ test_dropin_vs_driver_dkms() {
 	local d=$T/dvd kv=7.0.0-14-generic ours_v theirs_v=580.95.05 order
 	ours_v=$version
 	rm -rf "$d" && mkdir -p "$d/kernel/include" "$d/stage" || return 1
-	# A kernel tree only as far as dkms reads it (BUILD_EXCLUSIVE_CONFIG).
+	# A kernel tree only as far as dkms reads it (BUILD_EXCLUSIVE_CONFIG,
+	# and dkms.conf's look for the Rust metadata); the NVIDIA and OFED
+	# exports as a build.conf would name them (nothing reads them here).
+	mkdir -p "$d/kernel/rust" && touch "$d/kernel/rust/libkernel.rmeta"
 	printf 'CONFIG_RUST=y\nCONFIG_MODULES=y\n' >"$d/kernel/.config"
 	touch "$d/kernel/Makefile"
+	printf 'NVIDIA_KO=%s\nOFED_DIR=%s\n' /none/nvidia.ko /none/ofa_kernel >"$d/build.conf"
 	dd_mod "$d/ours.ko" "$ours_v" && dd_mod "$d/theirs.ko" "$theirs_v" || die "cannot make stand-in modules (gcc)"
 	# Ours: the drop-in's tree and its make install (for depmod.d).
 	mk -s dkms-source PEERMEM_DROPIN=1 >/dev/null || die "make dkms-source PEERMEM_DROPIN=1"
@@ -578,7 +602,7 @@ test_dropin_vs_driver_dkms() {
 		'BUILT_MODULE_NAME[0]="nvidia-peermem"' 'DEST_MODULE_LOCATION[0]="/kernel/drivers/video"' \
 		'AUTOINSTALL="yes"' >"$d/theirs-src/dkms.conf"
 	dv() { # the dkms of one order, into its own trees
-		env sign_file="$T/no-sign-file" dkms "$@" --dkmstree "$d/$order/dkms" --sourcetree "$d/$order/src" \
+		env sign_file="$T/no-sign-file" PEERMEM_BUILD_CONF="$d/build.conf" dkms "$@" --dkmstree "$d/$order/dkms" --sourcetree "$d/$order/src" \
 			--installtree "$d/$order/root/lib/modules" --kernelsourcedir "$d/kernel" --no-depmod
 	}
 	# Installs as the packages do: ours with dkms's version check skipped
@@ -993,6 +1017,166 @@ test_dkms_dropin() {
 	echo "dkms remove gave the driver's copy back"
 }
 
+# A kernel installed before linux-lib-rust-<kver> and the NVIDIA/DOCA modules
+# for it: the real dkms's autoinstall, as the kernel's postinst hook runs
+# it, must exit 0 with one line naming the missing packages, and leave
+# nothing built or installed for that kernel; once the packages are there
+# (the Rust metadata, nvidia.ko and ib_uverbs.ko exporting the symbols,
+# indexed by depmod) the same autoinstall builds it. The source is the
+# staged DKMS tree with its MAKE line cut to the Makefile's checks and a
+# copy of a stand-in, so no compiler runs; the kernel tree is a .config and
+# a Makefile.
+test_dkms_new_kernel() {
+	local d=$T/nk kv=7.0.0-99-generic o rc st=$out/dkms/$name-$version
+	rm -rf "$d" && mkdir -p "$d/kdir/include" "$d/dk" "$d/src" "$d/root/lib/modules/$kv" || return 1
+	printf 'CONFIG_RUST=y\nCONFIG_MODULES=y\n' >"$d/kdir/.config"
+	touch "$d/kdir/Makefile"
+	mk -s dkms-source >/dev/null || die "make dkms-source"
+	cp -r "$st" "$d/tree" && dd_mod "$d/tree/standin.bin" "$version" || return 1
+	# The Makefile's own checks run (they stop a build that lacks anything),
+	# then the stand-in is the module. (dkms expands the variables.)
+	# shellcheck disable=SC2016
+	sed -i -e 's|^MAKE\[0\]=.*|MAKE[0]="make KDIR=${kernel_source_dir} KVER=${kernelver} check-build-env \&\& cp standin.bin nvidia_peermem_rs.ko"|' \
+		-e '$a CLEAN="true"' "$d/tree/dkms.conf"
+	# The kernel's own modules only: depmod gives it a modules.symbols.
+	pd_mod "$d/root/lib/modules/$kv/kernel/drivers/infiniband/core/ib_uverbs.ko" ib_uverbs ib_umem_get=0x1 || return 1
+	depmod -b "$d/root" "$kv" 2>/dev/null || die "depmod -b"
+	ai() {
+		env sign_file="$T/no-sign-file" PEERMEM_BUILD_CONF="$T/none" PEERMEM_SYSROOT="$d/root" \
+			dkms "$@" --dkmstree "$d/dk" --sourcetree "$d/src" --installtree "$d/root/lib/modules" \
+			--kernelsourcedir "$d/kdir" --no-depmod
+	}
+	ai add "$d/tree" >/dev/null || die "dkms add"
+	# As the kernel's postinst hook (dkms_autoinstaller) calls it.
+	o=$(ai autoinstall --kernelver "$kv" 2>&1)
+	rc=$?
+	echo "--- without the packages: exit $rc"
+	echo "$o"
+	[ "$rc" = 0 ] || die "dkms autoinstall for a kernel without linux-lib-rust exited $rc (the kernel's postinst fails)"
+	[ "$(grep -c "^nvidia-peermem-rs: skipping kernel $kv" <<<"$o")" = 1 ] || die "not one skip line"
+	grep "^nvidia-peermem-rs: skipping" <<<"$o" | grep -q "linux-lib-rust-$kv.*NVIDIA.*DOCA-OFED" ||
+		die "the skip line does not name linux-lib-rust-$kv, the NVIDIA and the DOCA modules"
+	[ ! -e "$d/dk/$name/$version/$kv" ] && [ ! -e "$d/root/lib/modules/$kv/updates" ] ||
+		die "something was built or installed for $kv: $(find "$d/dk/$name/$version/$kv" "$d/root/lib/modules/$kv/updates" 2>/dev/null)"
+	# What a package's postinst (common.postinst) runs for the newest
+	# kernel: dkms build, where exit 77 is "Skipped." and anything else fails.
+	o=$(ai build -m "$name" -v "$version" -k "$kv" 2>&1)
+	rc=$?
+	echo "--- dkms build without the packages (not the running kernel): exit $rc"
+	echo "$o"
+	[ "$rc" = 77 ] && [ "$(grep -c "^nvidia-peermem-rs: skipping kernel $kv" <<<"$o")" = 1 ] ||
+		die "dkms build for a kernel without linux-lib-rust: exit $rc (common.postinst fails on anything but 0 and 77)"
+	[ ! -e "$d/dk/$name/$version/$kv" ] || die "dkms build left $d/dk/$name/$version/$kv"
+	# The packages arrive.
+	mkdir -p "$d/root/usr/src/linux-lib-rust-$kv/rust" && touch "$d/root/usr/src/linux-lib-rust-$kv/rust/libkernel.rmeta"
+	pd_mod "$d/root/lib/modules/$kv/kernel/nvidia-580-open/nvidia.ko" nvidia nvidia_p2p_get_pages=0x2 &&
+		pd_mod "$d/root/lib/modules/$kv/kernel/doca-ofed-3.4/ib_uverbs.ko" ib_uverbs ib_register_peer_memory_client=0x3 &&
+		echo "override ib_uverbs * kernel/doca-ofed-3.4" >"$d/doca.conf" || return 1
+	mkdir -p "$d/depmod.d" && mv "$d/doca.conf" "$d/depmod.d/" && depmod -b "$d/root" -C "$d/depmod.d" "$kv" 2>/dev/null || die "depmod -b"
+	o=$(ai autoinstall -k "$kv" 2>&1)
+	rc=$?
+	echo "--- with them: exit $rc"
+	echo "$o"
+	[ "$rc" = 0 ] && [ -f "$d/root/lib/modules/$kv/updates/dkms/nvidia_peermem_rs.ko" ] ||
+		die "autoinstall did not build and install once the packages were there"
+	! grep -q "skipping" <<<"$o" || die "still skipped"
+	# A kernel without CONFIG_RUST (dkms build: BUILD_EXCLUSIVE, exit 77)
+	# must not fail autoinstall either.
+	mkdir -p "$d/norust/include" && printf 'CONFIG_MODULES=y\n' >"$d/norust/.config" && touch "$d/norust/Makefile"
+	o=$(env sign_file="$T/no-sign-file" PEERMEM_BUILD_CONF="$T/none" PEERMEM_SYSROOT="$d/root" \
+		dkms autoinstall -k 6.12.0-norust --dkmstree "$d/dk" --sourcetree "$d/src" --installtree "$d/root/lib/modules" \
+		--kernelsourcedir "$d/norust" --no-depmod 2>&1)
+	rc=$?
+	echo "--- a kernel without CONFIG_RUST: exit $rc"
+	echo "$o"
+	[ "$rc" = 0 ] && [ "$(grep -c "^nvidia-peermem-rs: skipping kernel 6.12.0-norust: it has no CONFIG_RUST=y" <<<"$o")" = 1 ] ||
+		die "autoinstall for a kernel without CONFIG_RUST: exit $rc, not one skip line"
+}
+
+# nvidia.ko or the PeerDirect exporter replaced under a built module (a
+# driver respin, a DOCA upgrade) with other CRCs: the modprobe guard must
+# refuse the load with one line naming the changed module and the dkms
+# commands that rebuild, and let it load again once rebuilt. The real dkms
+# builds and installs into scratch trees (the Makefile's checks and its
+# record-deps, a stand-in as the module), against stand-in nvidia.ko and
+# DOCA ib_uverbs.ko, indexed by depmod, as in dkms-new-kernel.
+test_guard_changed_exporter() {
+	local d=$T/gc kv=7.0.0-31-generic o rc st=$out/dkms/$name-$version doca=kernel/doca-ofed-3.4
+	local m=$T/gc/root/lib/modules/7.0.0-31-generic
+	rm -rf "$d" && mkdir -p "$d/kdir/rust" "$d/kdir/include" "$d/dk" "$d/src" "$d/depmod.d" "$m" || return 1
+	printf 'CONFIG_RUST=y\nCONFIG_MODULES=y\nCONFIG_MODVERSIONS=y\n' >"$d/kdir/.config"
+	touch "$d/kdir/Makefile" "$d/kdir/rust/libkernel.rmeta"
+	mk -s dkms-source >/dev/null || die "make dkms-source"
+	cp -r "$st" "$d/tree" && dd_mod "$d/tree/standin.bin" "$version" || return 1
+	# shellcheck disable=SC2016
+	sed -i -e 's|^MAKE\[0\]=.*|MAKE[0]="make KDIR=${kernel_source_dir} KVER=${kernelver} check-build-env record-deps \&\& cp standin.bin nvidia_peermem_rs.ko"|' \
+		-e '$a CLEAN="true"' "$d/tree/dkms.conf"
+	echo "override ib_uverbs * $doca" >"$d/depmod.d/doca.conf"
+	pd_mod "$m/kernel/nvidia-580-open/nvidia.ko" nvidia nvidia_p2p_get_pages=0x58095050 &&
+		pd_mod "$m/$doca/ib_uverbs.ko.zst" ib_uverbs ib_register_peer_memory_client=0x2407aaaa &&
+		pd_mod "$m/kernel/drivers/infiniband/core/ib_uverbs.ko.zst" ib_uverbs ib_umem_get=0x1 || return 1
+	index() { depmod -b "$d/root" -C "$d/depmod.d" "$kv" 2>/dev/null || die "depmod -b"; }
+	index
+	dv() {
+		env sign_file="$T/no-sign-file" PEERMEM_BUILD_CONF="$T/none" PEERMEM_SYSROOT="$d/root" \
+			dkms "$@" --dkmstree "$d/dk" --sourcetree "$d/src" --installtree "$d/root/lib/modules" \
+			--kernelsourcedir "$d/kdir" --no-depmod
+	}
+	dv add "$d/tree" >/dev/null && dv install -m "$name" -v "$version" -k "$kv" >"$d/install.log" 2>&1 ||
+		die "dkms install: $(cat "$d/install.log"; tail -5 "$d/dk/$name/$version/build/make.log")"
+	guard() {
+		o=$(NVIDIA_PEERMEM_RS_SYSFS="$d/sys" NVIDIA_PEERMEM_RS_KMSG="$d/kmsg" NVIDIA_PEERMEM_RS_DKMS_TREE="$d/dk" \
+			NVIDIA_PEERMEM_RS_KVER="$kv" NVIDIA_PEERMEM_RS_MODROOT="$d/root" sh "$pkg/libexec/$name-guard" nvidia_peermem_rs 2>&1)
+		rc=$?
+		echo "--- $1: guard exit $rc${o:+: $o}"
+	}
+	echo "the build's record:"
+	grep '^nvidia-peermem-rs: built against: ' "$d/dk/$name/kernel-$kv-$(uname -m)/log/make.log" ||
+		die "no record in the installed build's make.log"
+	guard "as built"
+	[ "$rc" = 0 ] || die "the guard refused an unchanged build"
+	refused() { # MODULE: refused with our line naming MODULE and the fix
+		[ "$rc" = 1 ] || die "the guard let nvidia_peermem_rs load against a changed $1 (exit $rc)"
+		[ "$(grep -c . <<<"$o")" = 1 ] || die "not one line"
+		grep -q "refusing to load nvidia_peermem_rs: $1 changed since it was built for $kv" <<<"$o" &&
+			grep -qF "dkms remove -m $name -v $version -k $kv && dkms install -m $name -v $version -k $kv" <<<"$o" ||
+			die "the line does not name $1 and the dkms commands"
+	}
+	# A DOCA upgrade: ib_uverbs.ko with another CRC for the symbol.
+	pd_mod "$m/$doca/ib_uverbs.ko.zst" ib_uverbs ib_register_peer_memory_client=0x2510cccc || return 1
+	index
+	guard "DOCA's ib_uverbs replaced"
+	refused ib_uverbs
+	# Rebuilt as the line says: loads again.
+	dv remove -m "$name" -v "$version" -k "$kv" >/dev/null && dv install -m "$name" -v "$version" -k "$kv" >/dev/null 2>&1 ||
+		die "rebuild"
+	guard "rebuilt"
+	[ "$rc" = 0 ] || die "the guard refused the rebuilt module"
+	# A driver respin: nvidia.ko replaced.
+	pd_mod "$m/kernel/nvidia-580-open/nvidia.ko" nvidia nvidia_p2p_get_pages=0x58095151 || return 1
+	index
+	guard "nvidia.ko replaced"
+	refused nvidia
+	# What the package's dpkg trigger asks before it rebuilds: the same
+	# answer for a given kernel, whatever runs.
+	NVIDIA_PEERMEM_RS_DKMS_TREE="$d/dk" NVIDIA_PEERMEM_RS_MODROOT="$d/root" \
+		sh "$pkg/libexec/$name-guard" --stale nvidia_peermem_rs "$kv" 2>/dev/null && die "--stale: not stale"
+	NVIDIA_PEERMEM_RS_DKMS_TREE="$d/dk" NVIDIA_PEERMEM_RS_MODROOT="$d/root" \
+		sh "$pkg/libexec/$name-guard" --stale nvidia_peermem_rs 7.0.0-0-other || die "--stale: another kernel is stale"
+	# depmod picking the inbox ib_uverbs instead (DOCA removed).
+	rm -f "$d/depmod.d/doca.conf" "$m/$doca/ib_uverbs.ko.zst"
+	index
+	dv remove -m "$name" -v "$version" -k "$kv" >/dev/null
+	pd_mod "$m/$doca/ib_uverbs.ko.zst" ib_uverbs ib_register_peer_memory_client=0x2510cccc &&
+		echo "override ib_uverbs * $doca" >"$d/depmod.d/doca.conf" || return 1
+	index
+	dv install -m "$name" -v "$version" -k "$kv" >/dev/null 2>&1 || die "rebuild"
+	rm -f "$d/depmod.d/doca.conf" "$m/$doca/ib_uverbs.ko.zst"
+	index
+	guard "DOCA removed, the inbox ib_uverbs back"
+	refused ib_uverbs
+}
+
 test_dkms_build_exclusive() {
 	mkdir -p "$T/norust/include"
 	grep -v '^CONFIG_RUST' "$kdir/.config" >"$T/norust/.config"
@@ -1091,6 +1275,13 @@ test_deb() {
 		grep -q "common.postinst \"\$DKMS_NAME\" \"\$DKMS_VERSION\"" "$T/debx/DEBIAN/postinst" &&
 		grep -q "dkms remove -m \"\$DKMS_NAME\" -v \"\$DKMS_VERSION\" --all" "$T/debx/DEBIAN/prerm" ||
 		die "conffiles / maintainer scripts"
+	# Packages that bring what a kernel's build needs wake the postinst,
+	# which runs autoinstall again and never fails their install (a dkms
+	# that fails, stubbed, for each kernel with a build tree here).
+	printf '%s\n' "interest-noawait /usr/src" "interest-noawait /lib/modules" "interest-noawait /usr/lib/modules" |
+		diff - "$T/debx/DEBIAN/triggers" || die "DEBIAN/triggers"
+	mkdir -p "$T/failbin" && printf '#!/bin/sh\necho "dkms $*"; exit 11\n' >"$T/failbin/dkms" && chmod 755 "$T/failbin/dkms"
+	PATH="$T/failbin:$PATH" sh "$T/debx/DEBIAN/postinst" triggered /usr/src || die "postinst triggered failed"
 	[ "$(dpkg-deb -c "$deb" | awk '{print $2}' | sort -u)" = root/root ] || die "files not owned by root/root"
 	grep -q "/usr/libexec/$name/$name-guard" "$T/debx/etc/modprobe.d/$name.conf" || die "guard path in deb"
 	systemd-analyze verify --man=no "$T/debx/lib/systemd/system/$name.service" || die "unit in deb"
@@ -1263,6 +1454,8 @@ t default-dropin test_default_dropin
 t deb-dropin test_deb_dropin
 t dropin-vs-driver-dkms test_dropin_vs_driver_dkms
 t peerdirect-exporter test_peerdirect_exporter
+t dkms-new-kernel test_dkms_new_kernel
+t guard-changed-exporter test_guard_changed_exporter
 if [ -z "$kver" ]; then
 	[ -n "${PACKAGING_TESTS:-}" ] ||
 		bad "dkms (no Rust-enabled kernel tree: see $res/kernel.log)"
