@@ -111,33 +111,26 @@ pm_sysfs_matches() {
 		*) _f=$_s/stats/$_name ;;
 		esac
 		[ -r "$_f" ] || fail "$1: no sysfs file for debugfs' $_name ($_f)"
-		read -r _sv <"$_f"
-		[ "$_sv" = "$_value" ] ||
-			fail "$1: $_f says $_sv, debugfs $_name $_value"
+		[ "$(cat "$_f")" = "$_value" ] ||
+			fail "$1: $_f says $(cat "$_f"), debugfs $_name $_value"
 	done <"$PM_DEBUGFS"/stats
 	_fields="num_alloc_mrs num_dealloc_mrs num_reg_pages num_reg_bytes num_dereg_bytes num_free_callbacks"
 	_tree=$(simtest counters) || fail "$1: simtest counters: $_tree"
-	# read, not $(cat): a fork and an exec per file under TCG
-	read -r _mv <$_s/version
 	for _k in $_fields; do
 		_sum=0
 		for _c in "$_s"/memory_peers/*; do
 			_n=${_c##*/}
-			read -r _cv <"$_c/version"
-			[ "$_cv" = "$_mv" ] ||
-				fail "$1: $_c/version $_cv, the module's $_mv"
-			read -r _ours <"$_c/$_k" || fail "$1: cannot read $_c/$_k"
+			[ "$(cat "$_c/version")" = "$(cat $_s/version)" ] ||
+				fail "$1: $_c/version $(cat "$_c/version"), the module's $(cat $_s/version)"
+			_ours=$(cat "$_c/$_k") || fail "$1: cannot read $_c/$_k"
 			_sum=$((_sum + _ours))
 			if [ -r "$PM_PEERS/$_n/$_k" ]; then
-				read -r _core <"$PM_PEERS/$_n/$_k"
-				[ "$_ours" = "$_core" ] ||
-					fail "$1: $_c/$_k says $_ours, the core's $PM_PEERS/$_n/$_k $_core"
+				[ "$_ours" = "$(cat "$PM_PEERS/$_n/$_k")" ] ||
+					fail "$1: $_c/$_k says $_ours, the core's $PM_PEERS/$_n/$_k $(cat "$PM_PEERS/$_n/$_k")"
 			fi
 		done
-		_tv=''
-		kv_set _tv "$_k" "$_tree"
-		[ "$_sum" = "$_tv" ] ||
-			fail "$1: our clients' $_k add up to $_sum, the core counts $_tv"
+		[ "$_sum" = "$(kv "$_k" "$_tree")" ] ||
+			fail "$1: our clients' $_k add up to $_sum, the core counts $(kv "$_k" "$_tree")"
 	done
 	command -v peermem-check >/dev/null || return 0
 	_prom=$(peermem-check stats --prometheus 2>&1) ||
