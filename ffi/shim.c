@@ -13,8 +13,6 @@
 #include <linux/scatterlist.h>
 #include <linux/sched.h>
 #include <linux/sched/mm.h>
-#include <linux/slab.h>
-#include <linux/sysfs.h>
 #include <linux/spinlock.h>
 #include <linux/timekeeping.h>
 #include <linux/wait.h>
@@ -210,105 +208,6 @@ bool pm_shim_module_loaded(const char *name)
 		return false;
 	kobject_put(kobj);
 	return true;
-}
-
-/* One file of a pm_sysfs_dir: its attribute and its index for show(). */
-struct pm_sysfs_file {
-	struct attribute attr;
-	unsigned int index;
-};
-
-struct pm_sysfs_dir {
-	struct kobject kobj;
-	pm_sysfs_show_t show;
-	const void *ctx;
-	struct attribute_group group;
-	/* NULL-terminated, as attribute_group wants it. */
-	struct attribute **attrs;
-	struct pm_sysfs_file files[];
-};
-
-static ssize_t pm_sysfs_show(struct kobject *kobj, struct attribute *attr,
-			     char *buf)
-{
-	struct pm_sysfs_dir *dir = container_of(kobj, struct pm_sysfs_dir, kobj);
-	struct pm_sysfs_file *file =
-		container_of(attr, struct pm_sysfs_file, attr);
-
-	/* sysfs hands show() a buffer of PAGE_SIZE bytes. */
-	return dir->show(dir->ctx, file->index, buf, PAGE_SIZE);
-}
-
-static const struct sysfs_ops pm_sysfs_ops = {
-	.show = pm_sysfs_show,
-};
-
-static void pm_sysfs_release(struct kobject *kobj)
-{
-	struct pm_sysfs_dir *dir = container_of(kobj, struct pm_sysfs_dir, kobj);
-
-	kfree(dir->attrs);
-	kfree(dir);
-}
-
-static const struct kobj_type pm_sysfs_type = {
-	.sysfs_ops = &pm_sysfs_ops,
-	.release = pm_sysfs_release,
-};
-
-int pm_shim_sysfs_dir_create(struct pm_sysfs_dir *parent, const char *name,
-			     const char *const *names, unsigned int n,
-			     pm_sysfs_show_t show, const void *ctx,
-			     struct pm_sysfs_dir **out)
-{
-	struct kobject *up = parent ? &parent->kobj : &THIS_MODULE->mkobj.kobj;
-	struct pm_sysfs_dir *dir;
-	unsigned int i;
-	int ret;
-
-	dir = kzalloc(struct_size(dir, files, n), GFP_KERNEL);
-	if (!dir)
-		return -ENOMEM;
-	dir->attrs = kcalloc(n + 1, sizeof(*dir->attrs), GFP_KERNEL);
-	if (!dir->attrs) {
-		kfree(dir);
-		return -ENOMEM;
-	}
-	dir->show = show;
-	dir->ctx = ctx;
-	for (i = 0; i < n; i++) {
-		struct pm_sysfs_file *file = &dir->files[i];
-
-		sysfs_attr_init(&file->attr);
-		file->attr.name = names[i];
-		file->attr.mode = 0444;
-		file->index = i;
-		dir->attrs[i] = &file->attr;
-	}
-	dir->group.attrs = dir->attrs;
-	/* From here on the release function frees @dir with the last put. */
-	ret = kobject_init_and_add(&dir->kobj, &pm_sysfs_type, up, "%s", name);
-	if (ret)
-		goto put;
-	ret = sysfs_create_group(&dir->kobj, &dir->group);
-	if (ret)
-		goto put;
-	*out = dir;
-	return 0;
-put:
-	kobject_put(&dir->kobj);
-	return ret;
-}
-
-void pm_shim_sysfs_dir_remove(struct pm_sysfs_dir *dir)
-{
-	sysfs_remove_group(&dir->kobj, &dir->group);
-	/*
-	 * The only reference: kobject_del() inside it removes the directory
-	 * and waits for the reads in progress (kernfs drains them), then
-	 * the release function frees it.
-	 */
-	kobject_put(&dir->kobj);
 }
 
 #ifdef PEERMEM_TEST_DELAYS

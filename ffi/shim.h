@@ -161,29 +161,6 @@ void pm_shim_test_reading_end(void);
  */
 bool pm_shim_module_loaded(const char *name);
 
-/*
- * A sysfs directory of read-only files holding one value each: @name under
- * @parent, or under this module's /sys/module/<module>/ when @parent is
- * NULL. File @i is named @names[i] (the strings, not the array, must
- * outlive the directory); reading it calls @show(@ctx, @i, buf, size),
- * which writes the value and a newline into buf and returns the length
- * written, or a negative errno. Returns 0 and the directory in @out, or a
- * negative errno (nothing created).
- */
-struct pm_sysfs_dir;
-typedef ssize_t (*pm_sysfs_show_t)(const void *ctx, unsigned int index,
-				   char *buf, size_t size);
-int pm_shim_sysfs_dir_create(struct pm_sysfs_dir *parent, const char *name,
-			     const char *const *names, unsigned int n,
-			     pm_sysfs_show_t show, const void *ctx,
-			     struct pm_sysfs_dir **out);
-/*
- * Removes a directory made by pm_shim_sysfs_dir_create() (after its
- * subdirectories). When it returns, no read of its files is running or
- * can start: @show and @ctx are no longer used.
- */
-void pm_shim_sysfs_dir_remove(struct pm_sysfs_dir *dir);
-
 /* The spinlock that serialises the table of live registrations. */
 void pm_shim_registry_lock(void);
 void pm_shim_registry_unlock(void);

@@ -311,15 +311,6 @@ impl ClientTable {
         &self.0
     }
 
-    /// The client's name with its NUL (for a C string).
-    pub(crate) fn name_with_nul(&self) -> &str {
-        let name = &self.0.client.name;
-        match name.iter().position(|&c| c == 0) {
-            Some(len) => core::str::from_utf8(&name[..=len]).unwrap_or("?\0"),
-            None => "?\0",
-        }
-    }
-
     /// The client's name.
     pub(crate) fn name(&self) -> &str {
         let name = &self.0.client.name;

@@ -19,7 +19,6 @@ mod p2p;
 mod range_params;
 mod refusals;
 mod sg;
-mod sysfs;
 
 /// Checks a condition inside a KUnit case; reports and ends the case when
 /// false.
@@ -131,7 +130,6 @@ use p2p::*;
 use range_params::*;
 use refusals::*;
 use sg::*;
-use sysfs::*;
 
 kunit_suite!(
     "nvidia_peermem_rs",
@@ -162,9 +160,5 @@ kunit_suite!(
         null_page_table_keeps_callback_data,
         sg_entries_fit_nmap,
         registrations_counted_alive,
-        sysfs_values_format,
-        declines_counted_by_cause,
-        client_counters_follow_the_mr,
-        sysfs_tree_made_and_removed,
     ]
 );

@@ -89,17 +89,6 @@ pub(crate) struct ClientSpec {
     pub(crate) invalidating: bool,
 }
 
-impl ClientSpec {
-    /// How the client pins.
-    pub(crate) fn pin_kind(&self) -> PinKind {
-        if self.invalidating {
-            PinKind::Invalidating
-        } else {
-            PinKind::Persistent
-        }
-    }
-}
-
 /// The clients to register, in order, for a configuration.
 pub(crate) fn clients_for(set: ClientSet, abi: PeerDirectAbi) -> [Option<ClientSpec>; 2] {
     let persistent = |table: &'static ClientTable| {

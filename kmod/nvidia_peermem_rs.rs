@@ -28,7 +28,6 @@ mod registration;
 mod sg;
 mod stats;
 mod sys;
-mod sysfs;
 mod test_delay;
 mod wait;
 
@@ -60,8 +59,6 @@ struct NvidiaPeermem {
     // Dropped first: unregistering waits for every registration to go.
     _clients: KVec<core_client::CoreRegistration>,
     _debugfs: debugfs::Dir,
-    // `None` if the counters could not be created (said at load).
-    _sysfs: Option<sysfs::Counters>,
     // Then acquire's refused pins that could not be unpinned are tried
     // again.
     _stranded: registration::stranded::Stash,
@@ -126,20 +123,6 @@ impl kernel::Module for NvidiaPeermem {
         // Before the clients: on a failure below, dropped after them.
         let stranded = registration::stranded::Stash;
         let debugfs = debugfs::Dir::create();
-        let sysfs = sysfs::Counters::create(
-            nv_mem::clients_for(config.clients, config.abi)
-                .into_iter()
-                .flatten()
-                .map(|spec| (spec.table, spec.pin_kind())),
-        )
-        .inspect_err(|e| {
-            // The counters are for operators; the clients work without.
-            pr_warn!(
-                "the counters in sysfs (stats/ and memory_peers/ in this module's /sys/module directory) could not be created ({:?}); the clients work without them\n",
-                e
-            );
-        })
-        .ok();
         let mut clients = KVec::new();
         if let Err(e) = register_clients(&config, &mut clients) {
             return Err(unwind_failed_load(e, clients));
@@ -158,7 +141,6 @@ impl kernel::Module for NvidiaPeermem {
         Ok(Self {
             _clients: clients,
             _debugfs: debugfs,
-            _sysfs: sysfs,
             _stranded: stranded,
         })
     }

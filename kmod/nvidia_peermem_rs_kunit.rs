@@ -23,7 +23,6 @@ mod registration;
 mod sg;
 mod stats;
 mod sys;
-mod sysfs;
 mod test_delay;
 mod wait;
 

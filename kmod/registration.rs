@@ -140,6 +140,7 @@ pub(crate) struct Registration {
     core_context: AtomicU64,
     /// For the log and debugfs only (wraps after 2^32 registrations).
     id: u32,
+    kind: PinKind,
     /// The task of a free callback that is inside the core's invalidate
     /// for this registration ([`in_core_mark`]), with [`IN_CORE_WAITED`]
     /// set once a release sleeps until it comes out; 0 otherwise. Set under
@@ -147,14 +148,6 @@ pub(crate) struct Registration {
     /// release on that same task (a core that releases from inside its
     /// invalidation) must not wait for itself.
     in_core: AtomicU32,
-    /// How it pins ([`PERSISTENT`], set once at creation) and, for the
-    /// client's counters ([`crate::stats::ClientStats`]), whether dma_map
-    /// succeeded ([`MAPPED`]) and the bytes of the GPU pages outside the
-    /// user's range (get_pages' `[addr, addr + size)`, under two GPU pages)
-    /// from [`TRIM_SHIFT`] on. One word: a registration's allocation stays
-    /// in the 128-byte kmalloc class. The core makes the calls that write
-    /// it one after the other: get_pages, dma_map, release.
-    meta: AtomicU32,
     /// This module's reference, put when the registration goes. The last
     /// field, so dropped after every other one: the state's pages, SG
     /// table and in-flight resources are gone before the module may be.
@@ -170,14 +163,6 @@ pub(crate) struct Registration {
 /// [`Registration::in_core`]: a release sleeps until the callback comes
 /// out of the core.
 const IN_CORE_WAITED: u32 = 1;
-
-/// [`Registration::meta`]: the registration was mapped for the core and
-/// counted so.
-const MAPPED: u32 = 1;
-/// [`Registration::meta`]: it pins persistently ([`PinKind::Persistent`]).
-const PERSISTENT: u32 = 1 << 1;
-/// [`Registration::meta`]: where the trimmed bytes start.
-const TRIM_SHIFT: u32 = 2;
 
 /// [`Registration::in_core`]'s mark of the calling task: its thread id
 /// (positive, at most `PID_MAX_LIMIT`, 2^22), shifted past
@@ -282,25 +267,13 @@ impl Registration {
                 range,
                 core_context: AtomicU64::new(0),
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                kind,
                 in_core: AtomicU32::new(0),
-                meta: AtomicU32::new(match kind {
-                    PinKind::Invalidating => 0,
-                    PinKind::Persistent => PERSISTENT,
-                }),
                 module,
             }),
             GFP_KERNEL,
         )
         .map_err(|e| Failure::new(ErrorKind::NoMemory, e))
-    }
-
-    /// How it pins.
-    fn kind(&self) -> PinKind {
-        if self.meta.load(Ordering::Relaxed) & PERSISTENT != 0 {
-            PinKind::Persistent
-        } else {
-            PinKind::Invalidating
-        }
     }
 
     /// Writes one line describing the registration (debugfs).
@@ -313,7 +286,7 @@ impl Registration {
             f,
             "{} {} [{:#x}, {:#x}) pages={} sg_entries={} state={}",
             self.id,
-            self.kind().name(),
+            self.kind.name(),
             self.range.start(),
             self.range.end(),
             self.range.pages(),

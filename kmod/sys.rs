@@ -6,8 +6,7 @@
 //!
 //! Do not use these directly outside the small wrapper modules
 //! ([`crate::core_client`], [`crate::p2p`], [`crate::sg`], [`crate::debugfs`],
-//! [`crate::registration::registry`], [`crate::sysfs`],
-//! [`crate::test_delay`]). Types the kernel crate already binds (`sg_table`,
+//! [`crate::registration::registry`], [`crate::test_delay`]). Types the kernel crate already binds (`sg_table`,
 //! `device`, `pci_dev`, ...) resolve to `kernel::bindings`, so no second,
 //! incompatible definition exists.
 

@@ -8,7 +8,7 @@ use super::{registry, stranded, CoreRef, PinKind, Pinned, Registration};
 use crate::module_ref::ModuleRef;
 use crate::p2p::PageTable;
 use crate::range::GpuRange;
-use crate::stats::{self, DeclineKind, ErrorKind, Failure, STATS};
+use crate::stats::{self, ErrorKind, Failure, STATS};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
@@ -38,30 +38,27 @@ impl Registration {
     /// memory we can pin. Every failure means "not mine".
     pub(crate) fn acquire(kind: PinKind, addr: u64, size: u64) -> Option<CoreRef> {
         match Self::try_acquire(kind, addr, size) {
-            Ok(Ok(this)) => {
+            Ok(Some(this)) => {
                 stats::inc(&STATS.acquired);
                 Some(this)
             }
-            Ok(Err(decline)) => {
-                STATS.decline(decline);
+            Ok(None) => {
+                stats::inc(&STATS.declined);
                 None
             }
             Err(f) => {
-                STATS.decline(DeclineKind::of_failure(f.kind));
+                stats::inc(&STATS.declined);
                 f.count();
                 None
             }
         }
     }
 
-    /// acquire: `Ok(Ok(_))` "mine", `Ok(Err(kind))` "not mine" for a
-    /// reason that is no error of ours (the range is simply not ours),
-    /// `Err` "not mine" for a counted failure.
     pub(super) fn try_acquire(
         kind: PinKind,
         addr: u64,
         size: u64,
-    ) -> core::result::Result<core::result::Result<CoreRef, DeclineKind>, Failure> {
+    ) -> core::result::Result<Option<CoreRef>, Failure> {
         let range = GpuRange::new(addr, size).map_err(|e| Failure::new(ErrorKind::Range, e))?;
         let module = ModuleRef::try_get().ok_or(Failure::new(ErrorKind::ModuleGoing, ENODEV))?;
         // acquire pins, and the pin is kept for the core's get_pages, which
@@ -72,9 +69,8 @@ impl Registration {
             PinKind::Persistent => {
                 // No free callback: nothing can kill the pin, so it is
                 // checked before a registration exists.
-                let page_table = match Self::pin_persistent_for_acquire(range)? {
-                    Ok(page_table) => page_table,
-                    Err(decline) => return Ok(Err(decline)),
+                let Some(page_table) = Self::pin_persistent_for_acquire(range)? else {
+                    return Ok(None);
                 };
                 let (pinned, stage) = match Self::check_persistent_pin(page_table)? {
                     Ok(pinned) => (Some(pinned), Stage::PinKept),
@@ -96,16 +92,15 @@ impl Registration {
                 // The provider gets its own reference to the registration
                 // (the free callback's data).
                 let data = this.clone_arc();
-                let page_table = match PageTable::pin_invalidating(range, data) {
-                    Ok(page_table) => page_table,
+                let Ok(page_table) = PageTable::pin_invalidating(range, data) else {
                     // Not GPU memory (or not pinnable): simply not ours.
                     // Nobody else holds the registration: it goes with
                     // `this`.
-                    Err(e) => return Ok(Err(DeclineKind::of_pin_error(e))),
+                    return Ok(None);
                 };
                 if !this.keep_acquired_pin(page_table)? {
                     // Freed while we pinned it: no longer GPU memory.
-                    return Ok(Err(DeclineKind::FreedWhileAcquiring));
+                    return Ok(None);
                 }
                 this
             }
@@ -116,32 +111,31 @@ impl Registration {
         registry::insert(this);
         // INVARIANT: the registration's address, and in the
         // registry now.
-        Ok(Ok(CoreRef(raw)))
+        Ok(Some(CoreRef(raw)))
     }
 
-    /// acquire's persistent pin of `range`: `Ok(Err(kind))` if it is not
-    /// pinnable GPU memory (simply not ours), for the reason the driver's
-    /// error gives.
+    /// acquire's persistent pin of `range`: `None` if it is not pinnable
+    /// GPU memory (simply not ours).
     #[inline(always)]
     pub(super) fn pin_persistent_for_acquire(
         range: GpuRange,
-    ) -> core::result::Result<core::result::Result<PageTable<Self>, DeclineKind>, Failure> {
+    ) -> core::result::Result<Option<PageTable<Self>>, Failure> {
         match PageTable::<Self>::pin_persistent(range) {
-            Ok(page_table) => Ok(Ok(page_table)),
+            Ok(page_table) => Ok(Some(page_table)),
             Err(e) if e == ENOTSUPP => {
                 // Every registration would say it: once a load, each
                 // refusal counted (debugfs error_persistent_unsupported).
                 static WARNED: AtomicBool = AtomicBool::new(false);
                 if !WARNED.swap(true, Ordering::Relaxed) {
                     pr_warn!(
-                        "[{:#x}, {:#x}): the persistent P2P API is not supported (MIG or vGPU?); load with persistent_api_support=0 (said once; `peermem-check stats` counts the refusals: declines persistent_unsupported)\n",
+                        "[{:#x}, {:#x}): the persistent P2P API is not supported (MIG or vGPU?); load with persistent_api_support=0 (said once; debugfs stats error_persistent_unsupported counts the refusals)\n",
                         range.start(),
                         range.end()
                     );
                 }
                 Err(Failure::new(ErrorKind::PersistentUnsupported, e))
             }
-            Err(e) => Ok(Err(DeclineKind::of_pin_error(e))),
+            Err(_) => Ok(None),
         }
     }
 

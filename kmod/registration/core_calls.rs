@@ -4,10 +4,7 @@
 //! dma_unmap, put_pages, get_page_size and release.
 
 use super::state::Op;
-use super::{
-    in_core_mark, registry, CoreRef, PinKind, Pinned, Registration, IN_CORE_WAITED, MAPPED,
-    TRIM_SHIFT,
-};
+use super::{in_core_mark, registry, CoreRef, PinKind, Pinned, Registration, IN_CORE_WAITED};
 use crate::core_client::INVALIDATION;
 use crate::p2p::PciDevice;
 use crate::range::{GpuRange, GPU_PAGE_SIZE};
@@ -47,7 +44,7 @@ impl Registration {
         if GpuRange::new(addr, size) != Ok(this.range) {
             return Err(Failure::new(ErrorKind::Sequence, EINVAL));
         }
-        if this.kind() == PinKind::Invalidating && !INVALIDATION.is_ready() {
+        if this.kind == PinKind::Invalidating && !INVALIDATION.is_ready() {
             // The core called us before our registration call returned.
             return Err(Failure::new(ErrorKind::Sequence, EAGAIN));
         }
@@ -57,12 +54,6 @@ impl Registration {
         // under the same lock.
         st.take_pin_for_core()?;
         this.core_context.store(core_context, Ordering::Relaxed);
-        drop(st);
-        // Checked above: `[addr, addr + size)` lies in the range, whose
-        // head and tail outside it are each under a GPU page, so the sum
-        // fits in 17 bits above the flags.
-        let trim = u32::try_from(this.range.len().saturating_sub(size)).unwrap_or(0);
-        this.meta.fetch_or(trim << TRIM_SHIFT, Ordering::Relaxed);
         Ok(())
     }
 
@@ -73,22 +64,16 @@ impl Registration {
         sg_head: &mut bindings::sg_table,
         peer: Option<PciDevice>,
     ) -> Result<u32> {
-        self.try_dma_map(sg_head, peer)
-            .inspect(|_| {
-                let meta = self.meta.fetch_or(MAPPED, Ordering::Relaxed);
-                stats::client_stats(self.kind())
-                    .mapped(self.range.pages().into(), self.user_bytes(meta));
-            })
-            .map_err(|f| {
-                pr_err!(
-                    "registration {}: dma_map of [{:#x}, {:#x}) failed ({:?})\n",
-                    self.id,
-                    self.range.start(),
-                    self.range.end(),
-                    f.error
-                );
-                f.count()
-            })
+        self.try_dma_map(sg_head, peer).map_err(|f| {
+            pr_err!(
+                "registration {}: dma_map of [{:#x}, {:#x}) failed ({:?})\n",
+                self.id,
+                self.range.start(),
+                self.range.end(),
+                f.error
+            );
+            f.count()
+        })
     }
 
     pub(super) fn try_dma_map(
@@ -224,12 +209,6 @@ impl Registration {
         self.unpin_in_flight(pinned);
     }
 
-    /// The length of the user's range: the GPU pages less the trimmed
-    /// bytes of `meta` (a value of [`Registration::meta`]).
-    fn user_bytes(&self, meta: u32) -> u64 {
-        self.range.len().saturating_sub((meta >> TRIM_SHIFT).into())
-    }
-
     /// The core's get_page_size.
     pub(crate) fn page_size(&self) -> u64 {
         GPU_PAGE_SIZE
@@ -240,14 +219,6 @@ impl Registration {
     /// (a free callback may still hold one).
     pub(crate) fn release(core: CoreRef) {
         stats::inc(&STATS.released);
-        let registration = core.registration();
-        let meta = registration.meta.load(Ordering::Relaxed);
-        if meta & MAPPED != 0 {
-            stats::client_stats(registration.kind()).released(
-                registration.range.pages().into(),
-                registration.user_bytes(meta),
-            );
-        }
         // The registry's reference, which the core borrowed, is now ours.
         let Some(this) = registry::remove(core.registration()) else {
             // Not reachable (`CoreRef`'s invariant); if it were, the

@@ -23,7 +23,7 @@ impl Registration {
     /// nothing waits for its readers.
     #[inline(always)]
     pub(super) fn out_of_provider(&self) -> bool {
-        if self.kind() == PinKind::Persistent {
+        if self.kind == PinKind::Persistent {
             return true;
         }
         self.state.lock().start_reading()
@@ -34,7 +34,7 @@ impl Registration {
     /// persistent registration never started reading: nothing changes.
     #[inline(always)]
     pub(super) fn end_reading(&self) {
-        if self.kind() == PinKind::Persistent {
+        if self.kind == PinKind::Persistent {
             return;
         }
         if self.state.lock().end_reading() {
@@ -49,7 +49,7 @@ impl Registration {
     /// [`State::start_unmapping`]: super::state::State::start_unmapping
     #[inline(always)]
     pub(super) fn start_unmapping(&self) -> bool {
-        if self.kind() == PinKind::Persistent {
+        if self.kind == PinKind::Persistent {
             return true;
         }
         self.state.lock().start_unmapping()

@@ -91,62 +91,6 @@ no_leaks() {
 	fi
 }
 
-# pm_sysfs_matches WHAT: the counters in /sys/module/nvidia_peermem_rs say
-# what debugfs says (stats/, errors/<kind> for error_<kind>, declines/<kind>
-# for decline_<kind>), and each client's memory_peers/<client>/ what the
-# core counts for that client: its own tree's files where it publishes
-# them, else the simulated core's totals (simtest counters) against the
-# sum over our clients. num_dereg_pages is left out: the modern cores
-# never add to theirs. Call it with nothing in flight. Where the VM has
-# peermem-check, `peermem-check stats --prometheus` must say the same, and
-# `peermem-check stats` (its text, logged) must succeed.
-pm_sysfs_matches() {
-	_s=/sys/module/nvidia_peermem_rs
-	[ -d $_s/stats ] || fail "$1: no $_s/stats"
-	while read -r _name _value; do
-		case $_name in
-		page_table_versions_supported) continue ;;
-		error_*) _f=$_s/stats/errors/${_name#error_} ;;
-		decline_*) _f=$_s/stats/declines/${_name#decline_} ;;
-		*) _f=$_s/stats/$_name ;;
-		esac
-		[ -r "$_f" ] || fail "$1: no sysfs file for debugfs' $_name ($_f)"
-		[ "$(cat "$_f")" = "$_value" ] ||
-			fail "$1: $_f says $(cat "$_f"), debugfs $_name $_value"
-	done <"$PM_DEBUGFS"/stats
-	_fields="num_alloc_mrs num_dealloc_mrs num_reg_pages num_reg_bytes num_dereg_bytes num_free_callbacks"
-	_tree=$(simtest counters) || fail "$1: simtest counters: $_tree"
-	for _k in $_fields; do
-		_sum=0
-		for _c in "$_s"/memory_peers/*; do
-			_n=${_c##*/}
-			[ "$(cat "$_c/version")" = "$(cat $_s/version)" ] ||
-				fail "$1: $_c/version $(cat "$_c/version"), the module's $(cat $_s/version)"
-			_ours=$(cat "$_c/$_k") || fail "$1: cannot read $_c/$_k"
-			_sum=$((_sum + _ours))
-			if [ -r "$PM_PEERS/$_n/$_k" ]; then
-				[ "$_ours" = "$(cat "$PM_PEERS/$_n/$_k")" ] ||
-					fail "$1: $_c/$_k says $_ours, the core's $PM_PEERS/$_n/$_k $(cat "$PM_PEERS/$_n/$_k")"
-			fi
-		done
-		[ "$_sum" = "$(kv "$_k" "$_tree")" ] ||
-			fail "$1: our clients' $_k add up to $_sum, the core counts $(kv "$_k" "$_tree")"
-	done
-	command -v peermem-check >/dev/null || return 0
-	_prom=$(peermem-check stats --prometheus 2>&1) ||
-		fail "$1: peermem-check stats --prometheus: $_prom"
-	for _c in "$_s"/memory_peers/*; do
-		_line="nvidia_peermem_num_alloc_mrs_total{module=\"nvidia_peermem_rs\",client=\"${_c##*/}\"} $(cat "$_c/num_alloc_mrs")"
-		echo "$_prom" | grep -qxF "$_line" ||
-			fail "$1: peermem-check stats --prometheus has no line $_line"
-	done
-	echo "$_prom" | grep -qxF "nvidia_peermem_acquired_total{module=\"nvidia_peermem_rs\"} $(cat $_s/stats/acquired)" ||
-		fail "$1: peermem-check stats --prometheus disagrees on acquired"
-	_text=$(peermem-check stats 2>&1) || fail "$1: peermem-check stats: $_text"
-	log "peermem-check stats ($1):"
-	echo "$_text" | while read -r _l; do log "  $_l"; done
-}
-
 # finish_clean: unload everything, then the leak check (no_new_leaks).
 finish_clean() {
 	unload nvidia_peermem_rs

@@ -5,9 +5,7 @@
 //! - `validate`: registers GPU memory, moves a pattern through it by RDMA,
 //!   reads it back through the GPU and compares (real NIC+GPU, or the
 //!   simulated stack with `--backend sim`);
-//! - `bench`: registration latency by size, direct vs bounce bandwidth;
-//! - `stats`: the module's counters from sysfs, as text, JSON or
-//!   Prometheus' text format.
+//! - `bench`: registration latency by size, direct vs bounce bandwidth.
 //!
 //! Exit codes: 0 ok (doctor: no failure; validate: bytes matched), 1 a check
 //! or the validation failed, 2 usage error.
@@ -22,7 +20,6 @@ mod plot;
 mod real;
 mod report;
 mod sim;
-mod stats;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,7 +33,7 @@ use report::{Summary, Verdict};
 #[command(
     name = "peermem-check",
     version,
-    about = "Does GPUDirect RDMA work on this node? doctor, validate, bench, stats"
+    about = "Does GPUDirect RDMA work on this node? doctor, validate, bench"
 )]
 struct Cli {
     /// Machine-readable JSON on stdout instead of text.
@@ -56,19 +53,6 @@ enum Cmd {
     Bench(BenchArgs),
     /// Render a bench JSON file as a PNG plot.
     Plot(PlotArgs),
-    /// Print the module's counters from sysfs (text, --json, --prometheus).
-    Stats(StatsArgs),
-}
-
-#[derive(Args, Debug)]
-struct StatsArgs {
-    /// Read /sys under DIR instead of the live system.
-    #[arg(long, value_name = "DIR", default_value = "/")]
-    root: PathBuf,
-    /// Prometheus text exposition format (0.0.4), e.g. for node_exporter's
-    /// textfile collector.
-    #[arg(long, conflicts_with = "json")]
-    prometheus: bool,
 }
 
 #[derive(Args, Debug)]
@@ -268,7 +252,6 @@ fn main() -> ExitCode {
             };
             finish(outcome, json, target_name(a.backend, a.memory))
         }
-        Cmd::Stats(a) => stats_cmd(&a, json),
         Cmd::Plot(a) => match bench::load(&a.input).and_then(|b| plot::render(&b, &a.output)) {
             Ok(()) => {
                 if json {
@@ -283,29 +266,6 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
-    }
-}
-
-/// `stats`: the counters, or a one-line error and exit status 1.
-fn stats_cmd(a: &StatsArgs, json: bool) -> ExitCode {
-    match stats::read(&a.root) {
-        Ok(s) => {
-            if json {
-                report::print_json(&stats::to_json(&s));
-            } else if a.prometheus {
-                print!("{}", stats::prometheus(&s));
-            } else {
-                print!("{}", stats::text(&s));
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            if json {
-                report::print_json(&json!({"command": "stats", "error": e.to_string()}));
-            }
-            eprintln!("peermem-check stats: {e}");
-            ExitCode::from(1)
-        }
     }
 }
 
