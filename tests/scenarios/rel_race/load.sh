@@ -114,9 +114,12 @@ load_fails_invalidating() {
 
 # load_fails_declining: load_fails_live's variant=declining.
 load_fails_declining() {
-	# nv_mem is registered; nv_mem_nc's registration fails 2 s from now,
-	# while the acquire below is held
-	start_failing_load 2000 test_delay=acquire_module_ref test_delay_ms=5000
+	# nv_mem is registered; nv_mem_nc's registration fails 2 s from now
+	# (times the host's scale: on a loaded host starting the registering
+	# process alone took longer than 2 s), while the acquire below is held
+	# for 3 s more than that
+	_win=$((2000 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100))
+	start_failing_load "$_win" test_delay=acquire_module_ref test_delay_ms=$((_win + 3000))
 	bg_run reg st mr-reg "$va" 128K
 	await_test_delay acquire_module_ref
 	wait "$pid_reg"
