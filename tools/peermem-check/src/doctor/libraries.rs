@@ -580,17 +580,7 @@ pub fn checks(r: &SysRoot) -> Vec<Check> {
 mod tests {
     use super::*;
 
-    /// A root holding `files` (absolute paths), each with `text`.
-    fn root(files: &[(&str, &str)]) -> (tempfile::TempDir, SysRoot) {
-        let t = tempfile::tempdir().unwrap();
-        for (f, text) in files {
-            let p = t.path().join(f.trim_start_matches('/'));
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        }
-        let r = SysRoot::new(t.path());
-        (t, r)
-    }
+    use crate::doctor::sysroot::test_root as root;
 
     fn present<'a>(files: &'a [&'a str]) -> impl Fn(&str) -> bool + 'a {
         move |p| files.contains(&p)

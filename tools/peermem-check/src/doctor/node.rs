@@ -311,16 +311,7 @@ mod tests {
     use super::*;
     use crate::report::Verdict;
 
-    fn root(files: &[(&str, &str)]) -> (tempfile::TempDir, SysRoot) {
-        let t = tempfile::tempdir().unwrap();
-        for (f, text) in files {
-            let p = t.path().join(f.trim_start_matches('/'));
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        }
-        let r = SysRoot::new(t.path());
-        (t, r)
-    }
+    use crate::doctor::sysroot::test_root as root;
 
     const K: &str = "/lib/modules/7.0.0-31-generic";
 

@@ -149,3 +149,17 @@ fn read_kmsg() -> Option<String> {
     }
     Some(out)
 }
+
+/// A temporary root holding `files` (absolute paths), each with its text:
+/// the doctor checks' tests read a node made of these.
+#[cfg(test)]
+pub fn test_root(files: &[(&str, &str)]) -> (tempfile::TempDir, SysRoot) {
+    let t = tempfile::tempdir().unwrap();
+    for (f, text) in files {
+        let p = t.path().join(f.trim_start_matches('/'));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let r = SysRoot::new(t.path());
+    (t, r)
+}
