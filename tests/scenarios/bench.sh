@@ -152,7 +152,7 @@ failed=0
 # bench KIND SIZE ARGS...: one simtest bench run; its BENCH-RESULT line
 # goes to the console as is.
 bench() {
-	_out=$(simtest bench "$@" --label "$label" 2>/tmp/bench.err)
+	_out=$(command simtest bench "$@" --label "$label" 2>/tmp/bench.err)
 	_rc=$?
 	echo "$_out" | grep '^BENCH-RESULT ' || true
 	if [ $_rc -ne 0 ] || ! echo "$_out" | grep -q '^BENCH-RESULT '; then
@@ -232,7 +232,7 @@ while [ "$round" -le "$rounds" ]; do
 	round=$((round + 1))
 done
 
-leaks=$(simtest leak-check | sed -n 's/.*leaks=\([0-9]*\).*/\1/p')
+leaks=$(command simtest leak-check | sed -n 's/.*leaks=\([0-9]*\).*/\1/p')
 unload_sim_stack
 [ "${leaks:-1}" = 0 ] || fail "the simulated stack reports leaks after the bench" benches=$ran leaks="$leaks"
 [ $failed = 0 ] || fail "$failed of $ran benches failed" benches=$ran

@@ -27,7 +27,7 @@ traced_roundtrip() {
 	grep -E "\]$" /proc/kallsyms | sed "s/^/$1 /"
 	echo "$2 $mod"
 	sleep "$wait_s"
-	_o=$(simtest roundtrip 64K) || fail "traced round trip failed ($2): $_o"
+	simtest_to _o roundtrip 64K || fail "traced round trip failed ($2): $_o"
 }
 if ! nvidia_client; then
 	# The persistent client (the bench's headline mode; client_params

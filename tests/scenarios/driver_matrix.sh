@@ -60,7 +60,7 @@ fi
 
 # sim CMD...: simtest, failing the scenario; output in $out.
 sim() {
-	out=$(simtest "$@") || fail "simtest $* failed: $out"
+	simtest_to out "$@" || fail "simtest $* failed: $out"
 }
 
 pm_stat() {
@@ -86,7 +86,7 @@ unload_client() {
 
 # nothing_left WHAT: the provider and the core hold nothing.
 nothing_left() {
-	_l=$(simtest leak-check 2>/dev/null)
+	simtest_to _l leak-check 2>/dev/null
 	leak_fields_zero "$1" "$_l"
 }
 
@@ -139,7 +139,7 @@ if [ "$client" = module ] && [ "$driver" = r580 ]; then
 	sim config pt_version=0x00030000
 	sim gpu-alloc 128K
 	kv_set va va "$out"
-	if o=$(simtest mr-reg "$va" 128K); then
+	if simtest_to o mr-reg "$va" 128K; then
 		fail "a page table version 0x00030000 was accepted: $o"
 	fi
 	dmesg | grep -q "page table version 0x00030000 is not supported (this module reads 0x00010002 to 0x00020000" ||

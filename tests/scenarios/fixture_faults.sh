@@ -21,7 +21,7 @@ reg_fails() {
 
 # everything released except the one allocation
 no_leaks_but_alloc() {
-	_l=$(simtest leak-check)
+	simtest_to _l leak-check
 	for k in pages_pinned page_tables_live dma_mappings_live mrs_live; do
 		[ "$(kv $k "$_l")" = 0 ] || fail "leak after fault: $_l"
 	done
@@ -98,7 +98,7 @@ st fault free_page_table 1 EIO >/dev/null
 st fault free_dma_mapping 1 EIO >/dev/null
 st gpu-free "$va" >/dev/null
 st mr-dereg "$mr_id" >/dev/null
-l=$(simtest leak-check) || fail "the driver did not free the page table after the callback: $l"
+simtest_to l leak-check || fail "the driver did not free the page table after the callback: $l"
 expect_counter faults_injected 12
 
 # provider knobs the client must refuse: page size, struct versions

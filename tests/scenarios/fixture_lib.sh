@@ -34,7 +34,7 @@ done
 
 # st ARGS...: simtest, failing the scenario if it fails; prints its output.
 st() {
-	_o=$(simtest "$@") || fail "simtest $* failed: $_o"
+	simtest_to _o "$@" || fail "simtest $* failed: $_o"
 	echo "$_o"
 }
 
@@ -42,7 +42,7 @@ st() {
 st_errno() {
 	_e=$1
 	shift
-	_o=$(simtest --expect-errno "$_e" "$@") ||
+	simtest_to _o --expect-errno "$_e" "$@" ||
 		fail "simtest $* should fail with $_e: $_o"
 }
 
@@ -53,7 +53,7 @@ counter() {
 
 # expect_counter NAME VALUE
 expect_counter() {
-	_v=$(counter "$1")
+	simtest_to _v counters "$1" || fail "simtest counters $1 failed: $_v"
 	[ "$_v" = "$2" ] || fail "counter $1 is $_v, expected $2"
 }
 
@@ -85,7 +85,7 @@ expect_peer_attr() {
 
 # no_leaks: every pin, page table, mapping, MR and allocation is gone.
 no_leaks() {
-	_o=$(simtest leak-check) || fail "leak check: $_o"
+	simtest_to _o leak-check || fail "leak check: $_o"
 }
 
 # gpu_alloc SIZE: prints the VA (decimal).

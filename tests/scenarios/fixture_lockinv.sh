@@ -49,7 +49,7 @@ fi
 va=$(gpu_alloc 64K)
 mr_reg "$va" 65536
 st delay core_dereg_locked 500 1 >/dev/null
-simtest mr-dereg "$mr_id" >/dev/null &
+command simtest mr-dereg "$mr_id" >/dev/null &
 p=$!
 sleep 0.2
 st gpu-free "$va" >/dev/null
@@ -58,17 +58,17 @@ wait $p || fail "dereg failed during the race"
 va=$(gpu_alloc 64K)
 mr_reg "$va" 65536
 st delay free_cb_before 500 1 >/dev/null
-simtest gpu-free "$va" >/dev/null &
+command simtest gpu-free "$va" >/dev/null &
 p=$!
 sleep 0.2
 st mr-dereg "$mr_id" >/dev/null
 wait $p || fail "cudaFree failed during the race"
 no_leaks
-out=$(simtest race free dereg --iters 100 --jitter-us 300) ||
+simtest_to out race free dereg --iters 100 --jitter-us 300 ||
 	fail "race free dereg: $out"
 # the rounds that really overlapped, and the two forced races above
 races=$(($(kv races "$(echo "$out" | tail -n 1)") + 2))
-out=$(simtest race free reg --iters 50 --jitter-us 300) ||
+simtest_to out race free reg --iters 50 --jitter-us 300 ||
 	fail "race free reg: $out"
 races=$((races + $(kv races "$(echo "$out" | tail -n 1)")))
 no_leaks

@@ -11,7 +11,7 @@ abi=${arg_abi:-ex}
 ops=${arg_ops:-4000}
 load_sim_stack generation="$gen"
 load_refclient abi="$abi"
-out=$(simtest stress --threads 4 --ops "$ops" --edu-every 200 2>&1) || {
+out=$(command simtest stress --threads 4 --ops "$ops" --edu-every 200 2>&1) || {
 	echo "$out" | grep -E "^stress: (unexpected|mr )" | head -n 10 | sed 's/^/SCENARIO-LOG stress: /'
 	fail "stress: $(echo "$out" | grep -E "^stress: (unexpected|mr )" | head -n 2 | tr '\n' ' ')$(echo "$out" | tail -n 3 | tr '\n' ' ')"
 }

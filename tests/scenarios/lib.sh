@@ -76,6 +76,97 @@ else
 	}
 fi
 
+# simtest CMD...: the simtest command without a process of its own. A
+# scenario's shell starts one `simtest relay` (at its first call) and
+# writes its requests to it; the relay sends each to the suite's simtest
+# server, as a simtest process would, and answers with the output and the
+# exit code (tests/sim-client/src/bin/simtest/relay.rs). Starting a
+# process costs the guest ~0.36 s under TCG with KASAN, lockdep and
+# kmemleak; a suite's scenarios make thousands of simtest calls.
+# Only the scenario's own shell uses the relay, one request at a time: a
+# subshell or background job (which may run beside it), a command that
+# must run in a process of its own (--own-process, load-module, session)
+# and one with a newline in an argument run the simtest binary.
+# shellcheck disable=SC3003 # busybox ash has $'...'
+_sr_us=$'\037'
+read -r _sr_shell _ </proc/self/stat
+_sr_state=
+# _sr_usable ARGS...: whether this call may go through the relay (and the
+# relay is running, started here if need be).
+_sr_usable() {
+	[ -n "$SIMTEST_SERVER" ] && [ "$_sr_state" != off ] || return 1
+	read -r _sr_self _ </proc/self/stat
+	[ "$_sr_self" = "$_sr_shell" ] || return 1
+	case "$1" in
+	--own-process | load-module | session | serve | relay) return 1 ;;
+	esac
+	case "$*" in *"$_kv_nl"* | *"$_sr_us"*) return 1 ;; esac
+	[ "$_sr_state" = on ] && return 0
+	rm -f /tmp/relay-in.$$ /tmp/relay-out.$$
+	if ! mkfifo /tmp/relay-in.$$ /tmp/relay-out.$$; then
+		_sr_state=off
+		return 1
+	fi
+	command simtest relay </tmp/relay-in.$$ >/tmp/relay-out.$$ 2>/tmp/relay-err.$$ &
+	# read-write: a write never meets a closed pipe (SIGPIPE would end
+	# this shell without a word); a relay that died shows as end of file
+	# on its answers
+	exec 6<>/tmp/relay-in.$$ 7</tmp/relay-out.$$
+	rm -f /tmp/relay-in.$$ /tmp/relay-out.$$
+	_sr_state=on
+}
+
+# _sr_call ARGS...: one request; the command's stdout in $_sr_out, its
+# stderr printed, its exit code returned.
+_sr_call() {
+	_sr_req=
+	for _sr_a in "$@"; do
+		_sr_req="$_sr_req$_sr_a$_sr_us"
+	done
+	printf '%s\n' "$_sr_req" >&6
+	_sr_out=
+	_sr_n=0
+	while IFS= read -r _sr_l <&7; do
+		case "$_sr_l" in
+		"1 "*)
+			[ $_sr_n = 0 ] || _sr_out="$_sr_out$_kv_nl"
+			_sr_out="$_sr_out${_sr_l#1 }"
+			_sr_n=1
+			;;
+		"2 "*) printf '%s\n' "${_sr_l#2 }" >&2 ;;
+		"end rc="*) return "${_sr_l#end rc=}" ;;
+		esac
+	done
+	_sr_state=off
+	fail "the simtest relay ended during: simtest $* ($(cat /tmp/relay-err.$$ 2>/dev/null))"
+}
+
+simtest() {
+	if _sr_usable "$@"; then
+		_sr_call "$@"
+		_sr_rc=$?
+		[ -z "$_sr_out" ] || printf '%s\n' "$_sr_out"
+		return $_sr_rc
+	fi
+	command simtest "$@"
+}
+
+# simtest_to VAR CMD...: VAR=$(simtest CMD...) without the subshell (a
+# fork); returns simtest's exit code.
+simtest_to() {
+	_st_var=$1
+	shift
+	if _sr_usable "$@"; then
+		_sr_call "$@"
+		_sr_rc=$?
+	else
+		_sr_out=$(command simtest "$@")
+		_sr_rc=$?
+	fi
+	eval "$_st_var=\$_sr_out"
+	return $_sr_rc
+}
+
 # file_value FILE KEY: the value on FILE's "KEY VALUE" line (a debugfs
 # stats file), read by the shell itself: no sed to exec.
 file_value() {
@@ -149,21 +240,32 @@ refuse() {
 	fi
 }
 
-# mod_path NAME: the .ko of module NAME in the initramfs: extra/ (where
-# tests/vm/mkinitramfs.sh puts the test modules) by a shell glob, else the
-# first find(1) finds. Every exec costs ~0.1 s under TCG with KASAN, and
-# this runs before each load.
-mod_path() {
+# mod_path_to VAR NAME: VAR set to the .ko of module NAME in the initramfs:
+# extra/ (where tests/vm/mkinitramfs.sh puts the test modules) by a shell
+# glob, else the first find(1) finds; empty if none. No subshell: a
+# process costs ~0.1 s under TCG with KASAN, and this runs before each
+# load.
+mod_path_to() {
 	# PM_TEST_BUILD=1: the test build of the module (delay points), where
 	# the initramfs has one (tests/vm/mkinitramfs.sh).
-	if [ "${PM_TEST_BUILD:-0}" = 1 ] && [ -f "/fixtures/test-delays/$1.ko" ]; then
-		echo "/fixtures/test-delays/$1.ko"
+	if [ "${PM_TEST_BUILD:-0}" = 1 ] && [ -f "/fixtures/test-delays/$2.ko" ]; then
+		eval "$1=/fixtures/test-delays/\$2.ko"
 		return 0
 	fi
-	for _mp in /lib/modules/*/extra/"$1".ko; do
-		[ -f "$_mp" ] && echo "$_mp" && return 0
+	for _mp in /lib/modules/*/extra/"$2".ko; do
+		if [ -f "$_mp" ]; then
+			eval "$1=\$_mp"
+			return 0
+		fi
 	done
-	find /lib/modules -name "$1.ko" | head -n 1
+	_mp=$(find /lib/modules -name "$2.ko" | head -n 1)
+	eval "$1=\$_mp"
+}
+
+# mod_path NAME: prints the .ko of module NAME (mod_path_to's).
+mod_path() {
+	mod_path_to _mpp "$1"
+	echo "$_mpp"
 }
 
 # pd_exports [generation=GEN ...]: after peerdirect_sim loaded with these
@@ -192,7 +294,7 @@ pd_exports() {
 load() {
 	_m=$1
 	shift
-	_p=$(mod_path "$_m")
+	mod_path_to _p "$_m"
 	[ -n "$_p" ] || fail "module $_m is not in the initramfs"
 	insmod "$_p" "$@" || fail "insmod $_m $* failed"
 	if [ "$_m" = peerdirect_sim ]; then
@@ -204,7 +306,7 @@ load() {
 try_load() {
 	_m=$1
 	shift
-	_p=$(mod_path "$_m")
+	mod_path_to _p "$_m"
 	[ -n "$_p" ] || return 127
 	insmod "$_p" "$@" || return
 	if [ "$_m" = peerdirect_sim ]; then
@@ -295,7 +397,8 @@ PD_MEMORY_PEERS=${PD_MEMORY_PEERS:-1}
 load_sim_stack() {
 	load_provider
 	load peerdirect_sim memory_peers="$PD_MEMORY_PEERS" "$@"
-	if [ -n "$(mod_path peermem_sim)" ]; then
+	mod_path_to _p peermem_sim
+	if [ -n "$_p" ]; then
 		load peermem_sim
 	fi
 	[ -c /dev/peermem_sim ] || fail "/dev/peermem_sim did not appear"
@@ -391,7 +494,7 @@ dmesg_since_mark_has() {
 app_start() {
 	rm -f /tmp/app.in /tmp/app.out
 	mkfifo /tmp/app.in /tmp/app.out || fail "mkfifo for the application failed"
-	simtest session </tmp/app.in >/tmp/app.out 2>/tmp/app.err &
+	command simtest session </tmp/app.in >/tmp/app.out 2>/tmp/app.err &
 	APP_PID=$!
 	exec 3>/tmp/app.in 4</tmp/app.out
 }

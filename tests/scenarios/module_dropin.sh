@@ -77,7 +77,7 @@ modprobe -r nvidia-peermem 2>/dev/null
 [ ! -d /sys/module/nvidia_peermem ] || fail "modprobe -r nvidia-peermem left nvidia_peermem loaded"
 # This core has no memory_peers tree (checked above): its own count of
 # clients says whether the drop-in's exit unregistered nv_mem.
-sim_counters=$(simtest counters) || fail "simtest counters: $sim_counters"
+simtest_to sim_counters counters || fail "simtest counters: $sim_counters"
 [ "$(kv clients_registered "$sim_counters")" = 0 ] ||
 	fail "nv_mem still registered with the core after unload: $sim_counters"
 unload_sim_stack

@@ -21,7 +21,7 @@
 # await_delay_taken D0: up to 10 s for delays_taken to pass D0
 await_delay_taken() {
 	_n=0
-	while [ "$(simtest counters delays_taken)" -le "$1" ]; do
+	while simtest_to _dt counters delays_taken; [ "$_dt" -le "$1" ]; do
 		_n=$((_n + 1))
 		[ $_n -le $((100 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100)) ] || fail "the registration never reached hca_activate"
 		nap 0.1
@@ -36,7 +36,7 @@ sim gpu-fill "$va" 512K seed:5
 inv0=$(pm_stat invalidations)
 if [ "$when" = before_activation ]; then
 	[ "$persistent_api_support" = 0 ] || fail "when=before_activation needs persistent_api_support=0"
-	d0=$(simtest counters delays_taken)
+	simtest_to d0 counters delays_taken
 	sim delay hca_activate 3000 1
 	(simtest mr-reg $((va + 100)) 200000 >/tmp/reg.out 2>&1
 	 echo "rc=$?" >>/tmp/reg.out) &
@@ -66,25 +66,26 @@ else
 	sim mr-reg $((va + 100)) 200000
 	kv_set mr mr "$out"
 	sim hca-check "$mr" 0 200000 seed:5 cpu 100
-	rel0=$(simtest counters win_release_in_invalidation)
+	simtest_to rel0 counters win_release_in_invalidation
 	sim gpu-free "$va"
 fi
 refcnt=1
 if [ "$persistent_api_support" = 0 ]; then
 	sim mr-query "$mr"
 	echo "$out" | grep -q "state=invalidated" || fail "MR not invalidated by cudaFree: $out"
-	out=$(simtest hca-check "$mr" 0 4096 seed:5 cpu 100) && fail "HCA still reads freed memory"
+	simtest_to out hca-check "$mr" 0 4096 seed:5 cpu 100 && fail "HCA still reads freed memory"
 	[ $(($(pm_stat invalidations) - inv0)) = 1 ] || fail "invalidations counter did not move by one"
 	[ "$(pm_stat core_invalidations)" = 1 ] || fail "core_invalidations $(pm_stat core_invalidations)"
 	[ "$(pm_stat pinned_bytes)" = 0 ] || fail "pinned_bytes $(pm_stat pinned_bytes) after invalidation"
 	if [ "$generation" = legacy ]; then
 		# 4.9: released inside the module's own free callback
 		[ "$(pm_live)" = 0 ] || fail "the registration outlived the invalidation (4.9 releases it inside): $(cat "$PM_DEBUGFS"/registrations)"
-		[ "$(simtest counters win_release_in_invalidation)" -gt "$rel0" ] ||
+		simtest_to _rel counters win_release_in_invalidation
+		[ "$_rel" -gt "$rel0" ] ||
 			fail "release did not run inside the invalidation"
 		# the MR itself is the HCA's until dereg (the core's count of
 		# MRs may still hold it): the provider's and ours only
-		leak=$(simtest leak-check 2>/dev/null)
+		simtest_to leak leak-check 2>/dev/null
 		for k in pages_pinned page_tables_live dma_mappings_live; do
 			[ "$(kv $k "$leak")" = 0 ] || fail "$k left after the invalidation ($leak)"
 		done
@@ -93,7 +94,7 @@ if [ "$persistent_api_support" = 0 ]; then
 	else
 		grep -q "state=invalidated" "$PM_DEBUGFS"/registrations || fail "debugfs: $(cat "$PM_DEBUGFS"/registrations)"
 		# The MR is still registered (invalidated), so leak-check exits 1.
-		leak=$(simtest leak-check 2>/dev/null)
+		simtest_to leak leak-check 2>/dev/null
 		[ "$(kv page_tables_live "$leak")" = 0 ] || fail "page table not freed by the free callback ($leak)"
 		[ "$(kv dma_mappings_live "$leak")" = 0 ] || fail "mapping not freed by the free callback ($leak)"
 	fi

@@ -65,13 +65,13 @@ pm_live() {
 # sim CMD...: run simtest, fail the scenario if it fails; its output is in
 # $out (never call it inside $(...): a failure there would be lost).
 sim() {
-	out=$(simtest "$@") || fail "simtest $* failed: $out"
+	simtest_to out "$@" || fail "simtest $* failed: $out"
 }
 
 # no_leaks WHAT: the provider and core hold nothing, nor do we.
 no_leaks() {
 	# Exits non-zero when something is left; the fields tell what.
-	_l=$(simtest leak-check 2>/dev/null)
+	simtest_to _l leak-check 2>/dev/null
 	leak_fields_zero "$1" "$_l"
 	if [ -r "$PM_DEBUGFS"/stats ]; then
 		# One read of each file, in this shell.

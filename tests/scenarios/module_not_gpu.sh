@@ -10,7 +10,7 @@ load_module
 declined0=$(pm_stat declined)
 for range in "0x10000 4096" "0x7fff00001000 1M" "0xffffffffffff0000 0x20000"; do
 	# shellcheck disable=SC2086
-	if out=$(simtest mr-reg $range); then
+	if simtest_to out mr-reg $range; then
 		fail "MR registered on non-GPU range $range: $out"
 	fi
 	log "mr-reg $range: $out"
@@ -18,7 +18,7 @@ done
 # A range that starts in GPU memory but runs past the allocation.
 sim gpu-alloc 128K
 kv_set va va "$out"
-if out=$(simtest mr-reg "$va" 256K); then
+if simtest_to out mr-reg "$va" 256K; then
 	fail "MR registered past the end of the allocation: $out"
 fi
 # The wrapping range never reaches a client (the core refuses it); each of

@@ -53,7 +53,8 @@ simtest --own-process --expect-errno EPERM gpu-free "$va" >/dev/null ||
 # this run's: the boot's log has the earlier runs' too.
 log_mark
 sim --own-process mr-dereg "$mr"
-kv_set pinned pages_pinned "$(simtest leak-check 2>/dev/null)"
+simtest_to _lc leak-check 2>/dev/null
+kv_set pinned pages_pinned "$_lc"
 refcnt=$(cat /sys/module/nvidia_peermem_rs/refcnt)
 left=$(pm_stat left_to_owner)
 log "after the other process's dereg: provider pages_pinned=$pinned module refcnt=$refcnt left_to_owner=$left"

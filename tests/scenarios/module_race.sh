@@ -41,7 +41,7 @@ points="free_cb_before free_cb_after core_invalidate core_dereg_locked"
 # delays_taken read D0; fails if none was.
 taken_since() {
 	_t=0
-	while [ "$(simtest counters delays_taken)" = "$1" ]; do
+	while simtest_to _dt counters delays_taken; [ "$_dt" = "$1" ]; do
 		[ $_t -lt $((100 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100)) ] || return 1
 		nap 0.1
 		_t=$((_t + 1))
@@ -77,13 +77,13 @@ while [ $i -lt "$rounds" ]; do
 	w0=$out
 	sim delay "$point" $ms 1
 	if [ "$point" = core_dereg_locked ]; then
-		simtest mr-dereg "$mr" >/tmp/race.dereg 2>&1 &
+		command simtest mr-dereg "$mr" >/tmp/race.dereg 2>&1 &
 		held=$!
 		taken_since "$d0" || fail "round $i: the deregistration never reached $point"
 		simtest gpu-free "$va" >/tmp/race.free 2>&1 || fail "round $i ($point): gpu-free failed: $(cat /tmp/race.free)"
 		wait $held || fail "round $i ($point): dereg failed: $(cat /tmp/race.dereg)"
 	else
-		simtest gpu-free "$va" >/tmp/race.free 2>&1 &
+		command simtest gpu-free "$va" >/tmp/race.free 2>&1 &
 		held=$!
 		taken_since "$d0" || fail "round $i: the cudaFree never reached $point"
 		simtest mr-dereg "$mr" >/tmp/race.dereg 2>&1 || fail "round $i ($point): dereg failed: $(cat /tmp/race.dereg)"

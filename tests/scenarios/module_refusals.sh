@@ -30,7 +30,7 @@ refuse_reg() {
 	sim gpu-alloc 256K
 	kv_set _va va "$out"
 	_acquired=$(pm_stat acquired)
-	if _out=$(simtest mr-reg $((_va + 10)) 100000); then
+	if simtest_to _out mr-reg $((_va + 10)) 100000; then
 		fail "$1: MR registered: $_out"
 	fi
 	if [ -n "$2" ]; then
@@ -90,7 +90,7 @@ if [ "$persistent_api_support" = 0 ]; then
 	sim gpu-alloc 128K
 	kv_set va va "$out"
 	sim fault ticket_alloc 1 ENOMEM
-	if _out=$(simtest mr-reg "$va" 128K); then
+	if simtest_to _out mr-reg "$va" 128K; then
 		fail "the core's ticket allocation fails: MR registered: $_out"
 	fi
 	sim fault-clear
@@ -141,7 +141,7 @@ sim gpu-alloc 128K
 kv_set va va "$out"
 acquired=$(pm_stat acquired)
 sim fault $put_op 1 EIO
-if _out=$(simtest mr-reg "$va" 128K); then
+if simtest_to _out mr-reg "$va" 128K; then
 	fail "refused pin's unpin failed: MR registered: $_out"
 fi
 if [ "$persistent_api_support" = 1 ]; then

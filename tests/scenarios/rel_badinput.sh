@@ -21,7 +21,7 @@ part=${rel_arg_part:-ranges}
 
 # bad_reg DESC VA LEN: the registration must fail with an errno.
 bad_reg() {
-	_o=$(simtest mr-reg "$2" "$3")
+	simtest_to _o mr-reg "$2" "$3"
 	_rc=$?
 	REL_OPS=$((REL_OPS + 1))
 	if [ $_rc = 0 ]; then
@@ -35,7 +35,7 @@ bad_reg() {
 	log "$1: refused: $_o"
 	REL_FAULTS=$((REL_FAULTS + 1))
 	# (the test's own allocations are live: only pins, mappings, MRs count)
-	_lc=$(simtest leak-check)
+	simtest_to _lc leak-check
 	for _k in pages_pinned page_tables_live dma_mappings_live mrs_live; do
 		[ "$(sval $_k "$_lc")" = 0 ] || fail "$1 left $_lc" $(figures)
 	done
@@ -44,7 +44,7 @@ bad_reg() {
 # good_reg DESC VA LEN: the registration must work, and DMA to its first
 # and last byte land exactly there.
 good_reg() {
-	_o=$(simtest mr-reg "$2" "$3") || fail "$1: registration of va=$2 len=$3 failed: $_o" $(figures)
+	simtest_to _o mr-reg "$2" "$3" || fail "$1: registration of va=$2 len=$3 failed: $_o" $(figures)
 	kv_set _mr mr "$_o"
 	st hca-write "$_mr" 0 "$3" seed:3 >/dev/null || fail "$1: DMA write" $(figures)
 	st gpu-check "$2" "$3" seed:3 >/dev/null || fail "$1: the DMA did not land at the unaligned range" $(figures)
@@ -54,7 +54,7 @@ good_reg() {
 }
 
 alloc() {
-	_o=$(simtest gpu-alloc "$1") || fail "gpu-alloc $1: $_o" $(figures)
+	simtest_to _o gpu-alloc "$1" || fail "gpu-alloc $1: $_o" $(figures)
 	sval va "$_o"
 }
 
@@ -98,7 +98,8 @@ refuse_param() {
 	insmod_refused "$1=$2" $REL_MOD "$1=$2"
 	since_mark | grep -q -- "$1" || fail "$1=$2: the refusal does not name the parameter" $(figures)
 	REL_FAULTS=$((REL_FAULTS + 1))
-	[ "$(simtest counters clients_registered)" = 0 ] || fail "$1=$2: a client stayed registered" $(figures)
+	simtest_to _cr counters clients_registered
+	[ "$_cr" = 0 ] || fail "$1=$2: a client stayed registered" $(figures)
 }
 
 load_part() {
@@ -142,8 +143,9 @@ load_part() {
 		insmod_refused "$name already registered (persistent_api_support=$p)" $REL_MOD persistent_api_support="$p"
 		since_mark | grep "$REL_MOD" | grep -q "$name" ||
 			fail "the refusal does not say that $name is taken" $(figures)
-		[ "$(simtest counters clients_registered)" = 1 ] ||
-			fail "$name taken: $(simtest counters clients_registered) clients registered, only the other one may be" $(figures)
+		simtest_to _cr counters clients_registered
+		[ "$_cr" = 1 ] ||
+			fail "$name taken: $_cr clients registered, only the other one may be" $(figures)
 		for d in nv_mem nv_mem_nc; do
 			[ "$d" = "$name" ] && continue
 			[ -d /sys/kernel/mm/memory_peers/$d ] &&

@@ -47,7 +47,7 @@ reader 1 cat &
 r1=$!
 reader 2 dd &
 r2=$!
-out=$(simtest stress --threads "$threads" --ops "$ops" 2>&1)
+out=$(command simtest stress --threads "$threads" --ops "$ops" 2>&1)
 rc=$?
 touch /tmp/dbg.stop
 wait $r1 $r2

@@ -103,7 +103,7 @@ nth_loop() {
 		mark
 		if [ "$1" = load ]; then
 			# shellcheck disable=SC2046
-			_out=$(simtest load-module --fail-nth $_n "$(mod_path $REL_MOD)" $(client_params) 2>&1)
+			_out=$(command simtest load-module --fail-nth $_n "$(mod_path $REL_MOD)" $(client_params) 2>&1)
 		else
 			_out=$(sh -c "echo $_n > /proc/self/fail-nth && exec \"\$@\"" sh "$@" 2>&1)
 		fi
@@ -146,7 +146,8 @@ after_run() {
 		range_module_area
 	else
 		loaded $REL_MOD && fail "insmod failed but the module stayed" $(figures)
-		[ "$(simtest counters clients_registered)" = 0 ] || fail "a failed load left a client registered" $(figures)
+		simtest_to _cr counters clients_registered
+		[ "$_cr" = 0 ] || fail "a failed load left a client registered" $(figures)
 		since_mark | grep -q -E "$REL_MOD" ||
 			fail "load failed silently at allocation #$_n (insmod: $2)" $(figures)
 	fi
@@ -174,7 +175,7 @@ after_run() {
 		esac
 		case "$2" in *mismatch=*) fail "data mismatch after an allocation failure: $2" $(figures) ;; esac
 	fi
-	_lc=$(simtest leak-check) || fail "allocation failure #$_n left $_lc" $(figures)
+	simtest_to _lc leak-check || fail "allocation failure #$_n left $_lc" $(figures)
 	[ "$(refcnt)" = "$REL_IDLE_REF" ] || fail "refcount $(refcnt) after allocation failure #$_n" $(figures)
 	range_module
 }
@@ -187,9 +188,9 @@ if [ "$pers" = 0 ]; then
 	chmod +x /tmp/rel_free.sh
 	before_run() {
 		fs_off
-		_o=$(simtest gpu-alloc 192K) || fail "gpu-alloc" $(figures)
+		simtest_to _o gpu-alloc 192K || fail "gpu-alloc" $(figures)
 		kv_set va va "$_o"
-		_o=$(simtest mr-reg "$va" 192K) || fail "mr-reg: $_o" $(figures)
+		simtest_to _o mr-reg "$va" 192K || fail "mr-reg: $_o" $(figures)
 		kv_set mr mr "$_o"
 		echo "$va" >/tmp/rel_va
 		range_module
@@ -197,8 +198,8 @@ if [ "$pers" = 0 ]; then
 	after_run() {
 		fs_off
 		[ "$1" = 0 ] || fail "cudaFree failed after allocation failure #$_n: $2" $(figures)
-		_o=$(simtest mr-dereg "$mr") || fail "dereg after the free callback: $_o" $(figures)
-		_lc=$(simtest leak-check) || fail "free callback allocation failure #$_n left $_lc" $(figures)
+		simtest_to _o mr-dereg "$mr" || fail "dereg after the free callback: $_o" $(figures)
+		simtest_to _lc leak-check || fail "free callback allocation failure #$_n left $_lc" $(figures)
 	}
 	# The free callback runs under the driver's lock and allocates
 	# nothing with our module on the stack (N=1 injects nothing: that is

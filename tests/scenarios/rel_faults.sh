@@ -77,10 +77,10 @@ in_list() {
 
 # cycle KIND: one registration life cycle; sets reg_out, reg_rc.
 cycle() {
-	_o=$(simtest gpu-alloc 192K) || fail "gpu-alloc: $_o" $(figures)
+	simtest_to _o gpu-alloc 192K || fail "gpu-alloc: $_o" $(figures)
 	kv_set va va "$_o"
 	st gpu-fill "$va" 192K fill:0x11 >/dev/null || fail "gpu-fill" $(figures)
-	reg_out=$(simtest mr-reg $((va + 100)) 80K)
+	simtest_to reg_out mr-reg $((va + 100)) 80K
 	reg_rc=$?
 	REL_OPS=$((REL_OPS + 3))
 	if [ "$reg_rc" != 0 ]; then
@@ -91,11 +91,11 @@ cycle() {
 	kv_set mr mr "$reg_out"
 	if [ "$1" = free ]; then
 		st gpu-free "$va" >/dev/null || fail "cudaFree of a registered buffer failed ($op $ename)" $(figures)
-		_o=$(simtest mr-dereg "$mr") || fail "dereg after cudaFree failed ($op $ename): $_o" $(figures)
+		simtest_to _o mr-dereg "$mr" || fail "dereg after cudaFree failed ($op $ename): $_o" $(figures)
 	else
 		st hca-write "$mr" 0 80K seed:7 >/dev/null || fail "DMA write ($op $ename)" $(figures)
 		st gpu-check $((va + 100)) 80K seed:7 >/dev/null || fail "data did not land ($op $ename)" $(figures)
-		_o=$(simtest mr-dereg "$mr") || fail "dereg failed ($op $ename): $_o" $(figures)
+		simtest_to _o mr-dereg "$mr" || fail "dereg failed ($op $ename): $_o" $(figures)
 		st gpu-free "$va" >/dev/null || fail "cudaFree after dereg failed ($op $ename)" $(figures)
 	fi
 	REL_OPS=$((REL_OPS + 5))
@@ -114,13 +114,14 @@ for op in $OPS $RESIDUE_OPS; do
 		for e in $errnos; do
 			errno=${e%%:*}
 			ename=${e#*:}
-			lc0=$(simtest leak-check)
-			f0=$(simtest counters faults_injected)
+			simtest_to lc0 leak-check
+			simtest_to f0 counters faults_injected
 			st fault "$op" "$nth" "$errno" >/dev/null || fail "cannot arm fault $op" $(figures)
 			mark
 			cycle $kind
 			st fault-clear >/dev/null
-			fired=$(( $(simtest counters faults_injected) - f0 ))
+			simtest_to fired counters faults_injected
+			fired=$((fired - f0))
 			if [ "$fired" = 0 ]; then
 				[ "$reg_rc" = 0 ] || fail "registration failed with no fault injected: $reg_out" $(figures)
 				continue
@@ -141,7 +142,7 @@ for op in $OPS $RESIDUE_OPS; do
 				esac
 				log "$op#$nth $ename: registration refused: $reg_out"
 			fi
-			if lc=$(simtest leak-check); then
+			if simtest_to lc leak-check; then
 				:
 			elif in_list "$op" "$RESIDUE_OPS"; then
 				# The provider kept what it refused to release: exactly
@@ -177,8 +178,9 @@ while [ $n -le $nregs ]; do
 	insmod_refused "core refuses registration #$n" $REL_MOD $(client_params)
 	st fault-clear >/dev/null
 	REL_FAULTS=$((REL_FAULTS + 1))
-	[ "$(simtest counters clients_registered)" = 0 ] ||
-		fail "registration #$n refused: $(simtest counters clients_registered) client(s) stayed registered" $(figures)
+	simtest_to _cr counters clients_registered
+	[ "$_cr" = 0 ] ||
+		fail "registration #$n refused: $_cr client(s) stayed registered" $(figures)
 	ls /sys/kernel/mm/memory_peers/ | grep -q . &&
 		fail "registration #$n refused: memory_peers still lists $(ls /sys/kernel/mm/memory_peers/)" $(figures)
 	n=$((n + 1))

@@ -172,7 +172,7 @@ lock_inversion() {
 		kmemleak_check light
 		rel_pass jittered_race=not-run
 	fi
-	out=$(simtest race free dereg --iters 100 --size 128K --jitter-us 400 2>/tmp/race.err)
+	simtest_to out race free dereg --iters 100 --size 128K --jitter-us 400 2>/tmp/race.err
 	rc=$?
 	echo "$out" | sed 's/^/SCENARIO-LOG race: /'
 	last=$(echo "$out" | tail -n 1)
@@ -213,9 +213,9 @@ name_conflict() {
 	[ "$client" = ref ] && { unload $other; rel_pass; }
 	log "message: $(since_mark | grep "$REL_MOD" | head -n 2 | tr '\n' ' ')"
 	# the other client is not disturbed
-	_o=$(simtest gpu-alloc 128K)
+	simtest_to _o gpu-alloc 128K
 	kv_set va va "$_o"
-	o=$(simtest mr-reg "$va" 128K) || fail "the other client stopped working: $o" $(figures)
+	simtest_to o mr-reg "$va" 128K || fail "the other client stopped working: $o" $(figures)
 	[ "$(sval client "$o")" = nv_mem ] || fail "unexpected client $(sval client "$o")" $(figures)
 	st mr-dereg "$(sval mr "$o")" >/dev/null
 	st gpu-free "$va" >/dev/null
@@ -241,9 +241,9 @@ name_conflict() {
 
 unload_order() {
 	stack_up
-	_o=$(simtest gpu-alloc 256K)
+	simtest_to _o gpu-alloc 256K
 	kv_set va va "$_o"
-	_o=$(simtest mr-reg $((va + 100)) 200K) || fail "mr-reg: $_o" $(figures)
+	simtest_to _o mr-reg $((va + 100)) 200K || fail "mr-reg: $_o" $(figures)
 	kv_set mr mr "$_o"
 	for m in nvidia_p2p_sim peerdirect_sim $REL_MOD; do
 		# In the background: a client without a module reference per
@@ -281,9 +281,9 @@ unload_order() {
 	# owner: the module leaves that pin to its owner, which ends it when the
 	# provider frees the memory (the left-to-owner path). That is intended:
 	# a device going away under a running job deregisters so.
-	_o=$(simtest gpu-alloc 256K)
+	simtest_to _o gpu-alloc 256K
 	kv_set va2 va "$_o"
-	_o=$(simtest mr-reg "$va2" 128K) || fail "mr-reg: $_o" $(figures)
+	simtest_to _o mr-reg "$va2" 128K || fail "mr-reg: $_o" $(figures)
 	_other=/sys/kernel/debug/$REL_MOD/stats
 	other_unpins() { sed -n 's/^unpins_from_other_process //p' "$_other" 2>/dev/null; }
 	o0=$(other_unpins)
@@ -315,9 +315,9 @@ double_unmap() {
 	i=0
 	missed=0
 	while [ $i -lt 3 ]; do
-		_o=$(simtest gpu-alloc 256K) || fail "gpu-alloc: $_o" $(figures)
+		simtest_to _o gpu-alloc 256K || fail "gpu-alloc: $_o" $(figures)
 		kv_set va va "$_o"
-		_o=$(simtest mr-reg $((va + 4096)) 200K) || fail "mr-reg: $_o" $(figures)
+		simtest_to _o mr-reg $((va + 4096)) 200K || fail "mr-reg: $_o" $(figures)
 		kv_set mr mr "$_o"
 		[ "$(sval client "$_o")" = nv_mem ] ||
 			fail "the MR went to $(sval client "$_o"), not the invalidating nv_mem" $(figures)
@@ -328,10 +328,10 @@ double_unmap() {
 		# unmapping to the client, the driver frees the page table, and
 		# then the deregistration calls dma_unmap and put_pages anyway
 		# (the real core does after a completed invalidation no more).
-		w0=$(simtest counters win_dereg_unlocked)
-		d0=$(simtest counters delays_taken)
+		simtest_to w0 counters win_dereg_unlocked
+		simtest_to d0 counters delays_taken
 		st delay core_dereg_unlocked $((600 << missed)) 1 >/dev/null || fail "delay" $(figures)
-		simtest mr-dereg "$mr" >/tmp/dereg.out 2>&1 &
+		command simtest mr-dereg "$mr" >/tmp/dereg.out 2>&1 &
 		dp=$!
 		await_delay "$d0" || fail "the deregistration never reached core_dereg_unlocked" $(figures)
 		st gpu-free "$va" >/dev/null || fail "cudaFree" $(figures)
@@ -343,7 +343,8 @@ double_unmap() {
 		# once more with the window twice as long, and after four such
 		# rounds in a row the scenario fails (it would pass without ever
 		# racing the window).
-		if [ "$(simtest counters win_dereg_unlocked)" = "$w0" ]; then
+		simtest_to _w counters win_dereg_unlocked
+		if [ "$_w" = "$w0" ]; then
 			missed=$((missed + 1))
 			log "round $i: the cudaFree missed the dereg window ($missed in a row)"
 			[ $missed -lt 4 ] ||

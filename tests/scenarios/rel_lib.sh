@@ -149,7 +149,7 @@ ctr() {
 # other side.
 await_delay() {
 	_n=0
-	while [ "$(simtest counters delays_taken)" -lt $(($1 + ${2:-1})) ]; do
+	while simtest_to _dt counters delays_taken; [ "$_dt" -lt $(($1 + ${2:-1})) ]; do
 		_n=$((_n + 1))
 		[ $_n -le $((100 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100)) ] || return 1
 		nap 0.1
@@ -245,7 +245,7 @@ module_debugfs() {
 # or registered in the fixtures, core counters balanced, our module's
 # reference count back to its idle value. Fails the scenario otherwise.
 settle_idle() {
-	_lc=$(simtest leak-check) || {
+	simtest_to _lc leak-check || {
 		REL_LEAKS=$((REL_LEAKS + $(sval leaks "$_lc")))
 		fail "the simulated stack is not idle: $_lc" $(figures)
 	}
@@ -291,7 +291,7 @@ figures() {
 REL_WINDOWS="invalidate_unlocked dereg_unlocked put_release release_in_invalidation"
 windows_mark() {
 	for _w in $REL_WINDOWS; do
-		eval "REL_WIN0_$_w=$(simtest counters win_$_w)"
+		simtest_to "REL_WIN0_$_w" counters "win_$_w"
 	done
 }
 windows_reached() {
@@ -438,30 +438,30 @@ phase_race() {
 	dereg) _win=free_in_dereg _pre=1 _point=p2p_put_pages ;;
 	*) fail "no phase $_ph" ;;
 	esac
-	_o=$(simtest gpu-alloc 256K) || fail "gpu-alloc: $_o" $(figures)
+	simtest_to _o gpu-alloc 256K || fail "gpu-alloc: $_o" $(figures)
 	kv_set _va va "$_o"
-	_w0=$(ctr "win_$_win")
+	simtest_to _w0 counters "win_$_win"
 	_mr=
 	if [ $_pre = 1 ]; then
-		_o=$(simtest mr-reg $((_va + 4096)) 200K) || fail "mr-reg ($_ph): $_o" $(figures)
+		simtest_to _o mr-reg $((_va + 4096)) 200K || fail "mr-reg ($_ph): $_o" $(figures)
 		kv_set _mr mr "$_o"
 	fi
 	[ -z "$_point" ] || st delay "$_point" $PHASE_MS $_count >/dev/null ||
 		fail "delay $_point" $(figures)
 	if [ $_pre = 1 ]; then
 		if [ "$_ph" = dereg ]; then
-			simtest mr-dereg "$_mr" >/tmp/phase.op 2>&1 &
+			command simtest mr-dereg "$_mr" >/tmp/phase.op 2>&1 &
 		else
 			: >/tmp/phase.op
 			sleep 0 &
 		fi
 	else
-		simtest mr-reg $((_va + 4096)) 200K >/tmp/phase.op 2>&1 &
+		command simtest mr-reg $((_va + 4096)) 200K >/tmp/phase.op 2>&1 &
 	fi
 	_op=$!
 	# into the window: the delay's middle (get_pages: its second pass)
 	[ -z "$_point" ] || usleep $(((PHASE_MS * (_count - 1) + PHASE_MS / 2) * 1000))
-	simtest gpu-free "$_va" >/tmp/phase.free 2>&1 &
+	command simtest gpu-free "$_va" >/tmp/phase.free 2>&1 &
 	_fr=$!
 	# the bounded wait, plus the delay itself (longer on a retry)
 	_hang_s=$((REL_HANG_S + PHASE_MS * _count / 1000))
@@ -476,7 +476,7 @@ phase_race() {
 	wait $_fr || fail "phase $_ph: cudaFree failed: $(cat /tmp/phase.free)" $(figures)
 	st delay clear >/dev/null
 	_state=
-	[ -z "$_mr" ] || [ "$_ph" = dereg ] || _state=$(sval state "$(simtest mr-query "$_mr")")
+	[ -z "$_mr" ] || [ "$_ph" = dereg ] || { simtest_to _q mr-query "$_mr"; kv_set _state state "$_q"; }
 	# what is left: the MR (registered, maybe invalidated) goes
 	[ "$_ph" = dereg ] || {
 		[ -n "$_mr" ] || { [ $_orc = 0 ] && _mr=$(sval mr "$(cat /tmp/phase.op)"); }
@@ -484,7 +484,8 @@ phase_race() {
 	}
 	REL_OPS=$((REL_OPS + 4))
 	REL_RACES=$((REL_RACES + 1))
-	_n=$(($(ctr "win_$_win") - _w0))
+	simtest_to _n counters "win_$_win"
+	_n=$((_n - _w0))
 	if [ "$_ph" = live ] && [ "$pers" = 1 ]; then
 		# a persistent pin has no callback: the cudaFree leaves the MR live
 		[ "$_state" = live ] || fail "phase live: a persistent MR is $_state after cudaFree" $(figures)
@@ -496,7 +497,7 @@ phase_race() {
 		PHASE_RESULT=ok
 	fi
 	log "phase $_ph: $PHASE_RESULT (win_$_win +$_n, operation rc $_orc: $(tr '\n' ' ' </tmp/phase.op | head -c 200))"
-	_lc=$(simtest leak-check) || fail "phase $_ph left the stack busy: $_lc" $(figures)
+	simtest_to _lc leak-check || fail "phase $_ph left the stack busy: $_lc" $(figures)
 }
 
 # name_hung_tasks: after a forced phase hung, lets the hung-task detector

@@ -66,7 +66,8 @@ if [ "$expect" = refused ]; then
 	insmod_refused "legacy core, peerdirect_support=0, invalidating nv_mem" $REL_MOD $(client_params)
 	[ -d /sys/kernel/mm/memory_peers/nv_mem ] &&
 		fail "nv_mem is still published after the refused load" $(figures)
-	[ "$(simtest counters clients_registered)" = 0 ] ||
+	simtest_to _cr counters clients_registered
+	[ "$_cr" = 0 ] ||
 		fail "a client stayed registered after the refused load" $(figures)
 	since_mark | grep "$mod_re" | grep -q "peerdirect_support=1" ||
 		fail "the module's refusal does not tell a legacy core's user to load with peerdirect_support=1 (it said: $(since_mark | grep "$mod_re" | head -n 2 | sed 's/^\[[^]]*\] *//' | tr '\n' ' '))" $(figures)
@@ -83,9 +84,9 @@ want=nv_mem
 
 # reg_mr SIZE: sets va, mr; the client under test must take it.
 reg_mr() {
-	_o=$(simtest gpu-alloc "$1") || fail "gpu-alloc: $_o" $(figures)
+	simtest_to _o gpu-alloc "$1" || fail "gpu-alloc: $_o" $(figures)
 	kv_set va va "$_o"
-	_o=$(simtest mr-reg "$va" "$1") || fail "mr-reg: $_o" $(figures)
+	simtest_to _o mr-reg "$va" "$1" || fail "mr-reg: $_o" $(figures)
 	kv_set mr mr "$_o"
 	[ "$(sval client "$_o")" = nv_mem ] ||
 		fail "the MR went to $(sval client "$_o"), not $want" $(figures)
@@ -101,7 +102,8 @@ reg_mr 128K
 va_b=$va
 mr_b=$mr
 st gpu-free "$va_a" >/dev/null || fail "cudaFree" $(figures)
-state=$(sval state "$(simtest mr-query "$mr_a")")
+simtest_to _q mr-query "$mr_a"
+kv_set state state "$_q"
 if [ "$pers" = 1 ]; then
 	[ "$state" = live ] || fail "a persistent MR is $state after cudaFree" $(figures)
 else
@@ -153,7 +155,7 @@ fi
 if [ "$expect" = class ] && ! nvidia_client; then
 	# jittered real races of cudaFree and deregistration (lockdep is off
 	# now: they must just all finish)
-	out=$(simtest race free dereg --iters 100 --size 128K --jitter-us 300 2>/tmp/race.err)
+	simtest_to out race free dereg --iters 100 --size 128K --jitter-us 300 2>/tmp/race.err
 	rc=$?
 	echo "$out" | sed 's/^/SCENARIO-LOG race: /'
 	last=$(echo "$out" | tail -n 1)

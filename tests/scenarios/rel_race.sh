@@ -33,7 +33,7 @@ callback_tail_unload,* | load_fails_live,declining | reading_allocates,*)
 	;;
 esac
 stack_up
-delays0=$(simtest counters delays_taken)
+simtest_to delays0 counters delays_taken
 windows_mark
 
 . /scenarios/rel_race/common.sh
@@ -60,7 +60,8 @@ free_after_provider_call) free_during_reg p2p_get_pages_done p2p_dma_map_done ;;
 *) "$window" ;;
 esac
 st delay "" 0 >/dev/null
-log "delays taken: $(( $(simtest counters delays_taken) - delays0 ))"
+simtest_to _dt counters delays_taken
+log "delays taken: $((_dt - delays0))"
 no_cleared_client_read
 rel_no_splats
 settle_idle

@@ -27,7 +27,7 @@ if [ -n "$rel_arg_coalesce_sg" ]; then
 	[ "$_c" = "$rel_arg_coalesce_sg" ] ||
 		fail "$REL_MOD loaded with coalesce_sg=$_c, want $rel_arg_coalesce_sg" $(figures)
 fi
-before_cb=$(simtest counters free_callbacks)
+simtest_to before_cb counters free_callbacks
 windows_mark
 # Shown live (seed first, then progress), so a hang still tells the seed.
 # shellcheck disable=SC2086
@@ -44,7 +44,8 @@ kv_set REL_OPS ops "$last"
 log "seed=$seed (replay: scenario rel_stress ... seed=$seed)"
 # Races: MRs deregistered by another thread while (or after) cudaFree of
 # their memory ran (orphan deregs); free callbacks fired, as a figure.
-cb=$(( $(simtest counters free_callbacks) - before_cb ))
+simtest_to cb counters free_callbacks
+cb=$((cb - before_cb))
 kv_set REL_RACES orphan_deregs "$last"
 [ "$rc" = 0 ] && [ "$(sval result "$last")" = pass ] ||
 	fail "stress failed (rc=$rc): $last" $(figures) seed="$seed"

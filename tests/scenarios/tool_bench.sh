@@ -18,7 +18,7 @@ grep -q '"get_pages"' /tmp/tool_bench/bench.json || fail "bench.json lacks the p
 echo "BENCH-JSON-BEGIN"
 cat /tmp/tool_bench/bench.json
 echo "BENCH-JSON-END"
-lc=$(simtest leak-check) || fail "bench left something behind: $lc"
+simtest_to lc leak-check || fail "bench left something behind: $lc"
 unload nvidia_peermem_rs
 unload_sim_stack
 pass sizes=4 leaks=0

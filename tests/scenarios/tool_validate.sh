@@ -83,7 +83,7 @@ if [ "$generation,$pds,$pers" = legacy,0,0 ]; then
 	# the module must say to load with peerdirect_support=1.
 	echo "rel-mark tool_validate $$" >/dev/kmsg
 	# shellcheck disable=SC2086
-	if out=$(simtest load-module "$(mod_path $mod)" $params 2>&1); then
+	if out=$(command simtest load-module "$(mod_path $mod)" $params 2>&1); then
 		fail "the load of $mod $params on a legacy core succeeded"
 	fi
 	loaded $mod && fail "$mod stayed loaded after the refused load"
@@ -123,7 +123,7 @@ echo "$json" | grep -q '"gpu_mismatched_bytes": 0' || fail "JSON lacks gpu_misma
 runs=$(echo "$json" | grep -c '"result": "pass"')
 [ "$runs" = 1 ] || fail "JSON has $runs passing runs, want 1"
 
-lc=$(simtest leak-check) || fail "validate left something behind: $lc"
+simtest_to lc leak-check || fail "validate left something behind: $lc"
 no_splats
 unload $mod
 unload_sim_stack

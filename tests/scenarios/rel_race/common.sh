@@ -92,9 +92,9 @@ release_waited() {
 # invalidating nv_mem client must take the MR (else no free callback is ever
 # raced).
 alloc_reg() {
-	_o=$(simtest gpu-alloc "$1") || fail "gpu-alloc: $_o" $(figures)
+	simtest_to _o gpu-alloc "$1" || fail "gpu-alloc: $_o" $(figures)
 	kv_set va va "$_o"
-	_o=$(simtest mr-reg $((va + $2)) "$3") || fail "mr-reg: $_o" $(figures)
+	simtest_to _o mr-reg $((va + $2)) "$3" || fail "mr-reg: $_o" $(figures)
 	kv_set mr mr "$_o"
 	[ "$pers" = 1 ] || [ "$(sval client "$_o")" = nv_mem ] ||
 		fail "the MR went to $(sval client "$_o"), not the invalidating nv_mem" $(figures)
@@ -108,7 +108,7 @@ finish_round() {
 	fi
 	st gpu-free "$1" >/dev/null 2>&1
 	REL_OPS=$((REL_OPS + 2))
-	_lc=$(simtest leak-check) || fail "round left something behind: $_lc" $(figures)
+	simtest_to _lc leak-check || fail "round left something behind: $_lc" $(figures)
 }
 
 # missed_round WINDOW: a round whose window counter did not move tested
@@ -155,9 +155,10 @@ held_window() {
 # wait_delay D0: until a delay point was entered since the counter was D0.
 wait_delay() {
 	_w=0
-	while [ "$(simtest counters delays_taken)" = "$1" ] && [ $_w -lt $((150 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100)) ]; do
+	while simtest_to _dt counters delays_taken && [ "$_dt" = "$1" ] && [ $_w -lt $((150 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100)) ]; do
 		nap 0.02
 		_w=$((_w + 1))
 	done
-	[ "$(simtest counters delays_taken)" != "$1" ] || fail "the delay point was never reached" $(figures)
+	simtest_to _dt counters delays_taken
+	[ "$_dt" != "$1" ] || fail "the delay point was never reached" $(figures)
 }

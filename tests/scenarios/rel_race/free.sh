@@ -38,8 +38,8 @@ free_in_dereg_unlocked() {
 		# the core's counter of invalidations that found a deregistration
 		# between its unlock and its dma_unmap: a round whose cudaFree came
 		# after the held window ended is run again, the window doubled
-		w0=$(simtest counters win_dereg_unlocked)
-		d0=$(simtest counters delays_taken)
+		simtest_to w0 counters win_dereg_unlocked
+		simtest_to d0 counters delays_taken
 		st delay core_dereg_unlocked $((1000 << missed)) 1 >/dev/null
 		bg_run dereg st mr-dereg "$mr"
 		await_delay "$d0" || fail "the deregistration never reached the core_dereg_unlocked window" $(figures)
@@ -48,8 +48,9 @@ free_in_dereg_unlocked() {
 		[ "$(bg_rc dereg)" = 0 ] || fail "dereg failed: $(cat /tmp/bg.dereg)" $(figures)
 		st delay "" 0 >/dev/null
 		REL_OPS=$((REL_OPS + 2))
-		_lc=$(simtest leak-check) || fail "round $i left something behind: $_lc" $(figures)
-		if [ "$(simtest counters win_dereg_unlocked)" = "$w0" ]; then
+		simtest_to _lc leak-check || fail "round $i left something behind: $_lc" $(figures)
+		simtest_to _w counters win_dereg_unlocked
+		if [ "$_w" = "$w0" ]; then
 			missed_round "dereg_unlocked"
 			continue
 		fi
@@ -68,7 +69,7 @@ free_during_unmap() {
 	waited=0
 	while [ $i -lt "$rounds" ]; do
 		alloc_reg 256K 4096 200K
-		d0=$(simtest counters delays_taken)
+		simtest_to d0 counters delays_taken
 		# variant=put: the first unmap fails before the delay point, the
 		# one inside put_pages is held
 		[ "$variant" = put ] && st fault dma_unmap_pages 1 EIO >/dev/null
@@ -80,10 +81,11 @@ free_during_unmap() {
 		st delay "" 0 >/dev/null
 		st fault-clear >/dev/null
 		[ "$(bg_rc dereg)" = 0 ] || fail "dereg failed: $(cat /tmp/bg.dereg)" $(figures)
-		[ $(($(simtest counters delays_taken) - d0)) = 1 ] || fail "the unmap window was not reached" $(figures)
+		simtest_to _dt counters delays_taken
+		[ $((_dt - d0)) = 1 ] || fail "the unmap window was not reached" $(figures)
 		REL_OPS=$((REL_OPS + 3))
 		REL_RACES=$((REL_RACES + 1))
-		_lc=$(simtest leak-check) || fail "round $i left something behind: $_lc" $(figures)
+		simtest_to _lc leak-check || fail "round $i left something behind: $_lc" $(figures)
 		i=$((i + 1))
 	done
 	rechecks=0
@@ -102,7 +104,7 @@ free_during_unmap() {
 free_vs_dereg() {
 	iters=$((rounds * 50))
 	mark
-	out=$(simtest race free dereg --iters "$iters" --size 192K --jitter-us 300 2>/tmp/race.err)
+	simtest_to out race free dereg --iters "$iters" --size 192K --jitter-us 300 2>/tmp/race.err
 	rc=$?
 	echo "$out" | sed 's/^/SCENARIO-LOG race: /'
 	sed 's/^/SCENARIO-LOG race: /' /tmp/race.err
@@ -140,9 +142,9 @@ free_during_reg() {
 			esac
 			missed=0
 			while :; do
-				_o=$(simtest gpu-alloc 256K) || fail "gpu-alloc: $_o" $(figures)
+				simtest_to _o gpu-alloc 256K || fail "gpu-alloc: $_o" $(figures)
 				kv_set va va "$_o"
-				w0=$(ctr "$win")
+				simtest_to w0 counters "$win"
 				# p2p_* points: every provider call sleeps (acquire may
 				# probe with get_pages first); the core's points are
 				# passed once. A retry doubles the delay and the wait.
@@ -151,7 +153,7 @@ free_during_reg() {
 				else
 					st delay "$point" $((500 << missed)) 1 >/dev/null
 				fi
-				d0=$(simtest counters delays_taken)
+				simtest_to d0 counters delays_taken
 				bg_run reg st mr-reg $((va + 512)) 128K
 				# into the held call: the provider's get_pages points are
 				# passed twice where acquire probes with a pin first and
@@ -169,10 +171,11 @@ free_during_reg() {
 				REL_OPS=$((REL_OPS + 3))
 				out=$(cat /tmp/bg.reg)
 				reached=0
-				[ "$(ctr "$win")" = "$w0" ] || reached=1
+				simtest_to _w counters "$win"
+				[ "$_w" = "$w0" ] || reached=1
 				if [ "$(bg_rc reg)" = 0 ]; then
 					kv_set mr mr "$out"
-					q=$(simtest mr-query "$mr")
+					simtest_to q mr-query "$mr"
 					kv_set state state "$q"
 					st mr-dereg "$mr" >/dev/null || fail "dereg of an MR whose memory was freed failed" $(figures)
 					want=invalidated
@@ -187,7 +190,7 @@ free_during_reg() {
 					esac
 					log "$point: registration refused cleanly ($win reached=$reached): $(echo "$out" | head -n 1)"
 				fi
-				_lc=$(simtest leak-check) || fail "$point round $i left something behind: $_lc" $(figures)
+				simtest_to _lc leak-check || fail "$point round $i left something behind: $_lc" $(figures)
 				[ "$reached" = 1 ] && break
 				missed_round "$win ($point)"
 			done

@@ -34,16 +34,16 @@ start_failing_load() {
 	_ms=$1
 	shift
 	rmmod $REL_MOD || fail "rmmod of an idle module failed" $(figures)
-	_o=$(simtest gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+	simtest_to _o gpu-alloc 128K || fail "gpu-alloc: $_o" $(figures)
 	kv_set va va "$_o"
 	mark
 	st fault register_client 2 ENOMEM >/dev/null
-	d0=$(simtest counters delays_taken)
+	simtest_to d0 counters delays_taken
 	st delay register_client "$_ms" 2 >/dev/null
 	# shellcheck disable=SC2046
 	bg_run load modload $REL_MOD $(client_params) "$@"
 	_w=0
-	while [ "$(simtest counters delays_taken)" -lt $((d0 + 2)) ]; do
+	while simtest_to _dt counters delays_taken; [ "$_dt" -lt $((d0 + 2)) ]; do
 		_w=$((_w + 1))
 		[ $_w -le $((_ms / 100 + 300)) ] || fail "the load never reached nv_mem_nc's registration" $(figures)
 		nap 0.1
@@ -54,7 +54,7 @@ start_failing_load() {
 # of $va, which nv_mem takes ($mr).
 load_failing_with_mr() {
 	start_failing_load "$1"
-	_o=$(simtest mr-reg "$va" 128K) || fail "mr-reg while the load runs: $_o" $(figures)
+	simtest_to _o mr-reg "$va" 128K || fail "mr-reg while the load runs: $_o" $(figures)
 	kv_set mr mr "$_o"
 	[ "$(sval client "$_o")" = nv_mem ] ||
 		fail "the MR went to $(sval client "$_o"), not nv_mem" $(figures)
@@ -89,7 +89,7 @@ failed_load_waited() {
 	st delay "" 0 >/dev/null
 	# shellcheck disable=SC2046
 	load $REL_MOD $(client_params)
-	_lc=$(simtest leak-check) || fail "$2 left something behind: $_lc" $(figures)
+	simtest_to _lc leak-check || fail "$2 left something behind: $_lc" $(figures)
 	REL_RACES=$((REL_RACES + 1))
 	REL_OPS=$((REL_OPS + 6))
 }
@@ -99,7 +99,7 @@ load_fails_invalidating() {
 	load_failing_with_mr 10000
 	# the cudaFree's callback sleeps on its way into the core's invalidate
 	# until well after init failed; the MR goes meanwhile
-	d0=$(simtest counters delays_taken)
+	simtest_to d0 counters delays_taken
 	st delay core_invalidate_entry 14000 1 >/dev/null
 	bg_run free st gpu-free "$va"
 	wait_delay "$d0"

@@ -42,7 +42,7 @@ release_in_invalidation() {
 		# runs inside the invalidation is the client's and the core's
 		# business).
 		win=win_free_in_dereg
-		w0=$(ctr "$win")
+		simtest_to w0 counters "$win"
 		if [ "$v" != dereg_locked ]; then
 			# cudaFree first: its invalidation sleeps before looking the
 			# MR up (invalidate), after finding it and before taking
@@ -56,7 +56,7 @@ release_in_invalidation() {
 			invalidate_unlocked) point=core_invalidate_unlocked ;;
 			*) fail "unknown variant=$v (invalidate, found, invalidate_unlocked, dereg_locked, both)" ;;
 			esac
-			d0=$(simtest counters delays_taken)
+			simtest_to d0 counters delays_taken
 			st delay $point $((1000 << missed)) 1 >/dev/null
 			bg_run free st gpu-free "$va"
 			await_delay "$d0" || fail "cudaFree never reached the $point window" $(figures)
@@ -82,7 +82,7 @@ release_in_invalidation() {
 			# Deregistration first, holding the mapping lock; cudaFree's
 			# invalidation waits for it, and release() runs while the free
 			# callback is still inside the invalidation.
-			d0=$(simtest counters delays_taken)
+			simtest_to d0 counters delays_taken
 			st delay core_dereg_locked $((1000 << missed)) 1 >/dev/null
 			bg_run dereg st mr-dereg "$mr"
 			await_delay "$d0" || fail "the deregistration never reached the core_dereg_locked window" $(figures)
@@ -99,10 +99,11 @@ release_in_invalidation() {
 		# a client that has the bug stops at the first report
 		[ "$(splats_so_far)" = 0 ] || break
 		no_cleared_client_read
-		_lc=$(simtest leak-check) || fail "round $i left something behind: $_lc" $(figures)
+		simtest_to _lc leak-check || fail "round $i left something behind: $_lc" $(figures)
 		if [ "$v" = dereg_locked ]; then
 			reached=0
-			[ "$(ctr "$win")" = "$w0" ] || reached=1
+			simtest_to _w counters "$win"
+			[ "$_w" = "$w0" ] || reached=1
 			what=$win
 		elif release_waits; then
 			reached=$ovl

@@ -27,9 +27,9 @@ rmmod_during_reg() {
 	[ "$r" -gt "$REL_IDLE_REF" ] || fail "a live registration takes no module reference (refcnt $r)" $(figures)
 	rmmod_refused "with a live registration"
 	# 2. a registration in flight (sleeping before get_pages) holds it too
-	_o=$(simtest gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+	simtest_to _o gpu-alloc 128K || fail "gpu-alloc: $_o" $(figures)
 	kv_set va2 va "$_o"
-	d0=$(simtest counters delays_taken)
+	simtest_to d0 counters delays_taken
 	st delay get_pages 2000 1 >/dev/null
 	bg_run reg st mr-reg "$va2" 128K
 	await_delay "$d0" || fail "the registration never reached the get_pages window" $(figures)
@@ -53,12 +53,12 @@ rmmod_during_reg() {
 	i=0
 	wins=0
 	while [ $i -lt "$rounds" ]; do
-		_o=$(simtest gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+		simtest_to _o gpu-alloc 128K || fail "gpu-alloc: $_o" $(figures)
 		kv_set va va "$_o"
 		(
 			n=0
 			while [ $n -lt 15 ]; do
-				o=$(simtest mr-reg "$va" 128K) && st mr-dereg "$(sval mr "$o")" >/dev/null
+				simtest_to o mr-reg "$va" 128K && st mr-dereg "$(sval mr "$o")" >/dev/null
 				n=$((n + 1))
 			done
 		) >/dev/null 2>&1 &
@@ -78,7 +78,7 @@ rmmod_during_reg() {
 		REL_OPS=$((REL_OPS + 30 + tries))
 		st gpu-free "$va" >/dev/null
 		loaded $REL_MOD || load $REL_MOD $(client_params)
-		_lc=$(simtest leak-check) || fail "rmmod race round $i left something behind: $_lc" $(figures)
+		simtest_to _lc leak-check || fail "rmmod race round $i left something behind: $_lc" $(figures)
 		i=$((i + 1))
 	done
 	EXTRA="rmmod_won=$wins"
@@ -97,10 +97,10 @@ rmmod_during_reg() {
 # before rmmod ran: it then holds the module, and rmmod is refused (a host
 # too loaded to keep the window; nothing was tested).
 acquire_going_try() {
-	_o=$(simtest gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+	simtest_to _o gpu-alloc 128K || fail "gpu-alloc: $_o" $(figures)
 	kv_set va va "$_o"
 	mark
-	d0=$(simtest counters delays_taken)
+	simtest_to d0 counters delays_taken
 	st delay acquire "$1" 1 >/dev/null
 	# variant=unuse: the last user of the client (in the old core, this
 	# acquire) also sleeps between its decrement and its wake-up of the
@@ -109,7 +109,7 @@ acquire_going_try() {
 	bg_run reg st mr-reg "$va" 128K
 	# rmmod once the registration sleeps in the window (not before)
 	w=0
-	while [ "$(simtest counters delays_taken)" = "$d0" ] && [ $w -lt $((100 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100)) ]; do
+	while simtest_to _dt counters delays_taken && [ "$_dt" = "$d0" ] && [ $w -lt $((100 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100)) ]; do
 		nap 0.02
 		w=$((w + 1))
 	done
@@ -156,7 +156,8 @@ acquire_going_try() {
 	# took it, for the registration in flight).
 	since_mark_has "unregister: waiting for the client list|unregister nv_mem: waiting for 1 registrations" ||
 		fail "round $i: the acquire was not in flight during the unload" $(figures)
-	if [ "$variant" = unuse ] && [ $(($(simtest counters delays_taken) - d0)) -lt 2 ]; then
+	simtest_to _dt counters delays_taken
+	if [ "$variant" = unuse ] && [ $((_dt - d0)) -lt 2 ]; then
 		fail "round $i: the last user's wake-up window (client_unuse) was not reached" $(figures)
 	fi
 }
@@ -222,7 +223,7 @@ callback_tail_unload() {
 		REL_OPS=$((REL_OPS + 4))
 		# shellcheck disable=SC2046
 		load $REL_MOD $(client_params)
-		_lc=$(simtest leak-check) || fail "round $i left something behind: $_lc" $(figures)
+		simtest_to _lc leak-check || fail "round $i left something behind: $_lc" $(figures)
 		i=$((i + 1))
 	done
 }

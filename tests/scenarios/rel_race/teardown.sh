@@ -9,7 +9,7 @@
 # callback ended before rmmod was tried and refused (the window was missed).
 rmmod_while_callback_try() {
 	alloc_reg 256K 0 128K
-	d0=$(simtest counters delays_taken)
+	simtest_to d0 counters delays_taken
 	st delay core_invalidate "$1" 1 >/dev/null
 	bg_run free st gpu-free "$va"
 	wait_delay "$d0"
@@ -73,7 +73,7 @@ teardown_races() {
 		_try=0
 		while :; do
 			alloc_reg 256K 0 128K
-			d0=$(simtest counters delays_taken)
+			simtest_to d0 counters delays_taken
 			st delay p2p_put_pages $_ms 1 >/dev/null
 			bg_run dereg st mr-dereg "$mr"
 			wait_delay "$d0"
@@ -106,7 +106,7 @@ teardown_races() {
 		# c) only where two clients register (persistent_api_support=0)
 		if [ "$pers" = 0 ] && [ "$client" = rs ]; then
 			rmmod $REL_MOD || fail "rmmod of an idle module failed" $(figures)
-			_o=$(simtest gpu-alloc 128K) || fail "gpu-alloc: $_o" $(figures)
+			simtest_to _o gpu-alloc 128K || fail "gpu-alloc: $_o" $(figures)
 			kv_set va va "$_o"
 			mark
 			# nv_mem stays listed 3 s before init goes on (and the
@@ -121,7 +121,7 @@ teardown_races() {
 			(
 				n=0
 				while [ $n -lt $((60 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100)) ] && [ ! -e /tmp/load.done ]; do
-					o=$(simtest mr-reg "$va" 128K) && st mr-dereg "$(sval mr "$o")" >/dev/null
+					simtest_to o mr-reg "$va" 128K && st mr-dereg "$(sval mr "$o")" >/dev/null
 					nap 0.03
 					n=$((n + 1))
 				done
@@ -152,7 +152,7 @@ teardown_races() {
 			# shellcheck disable=SC2046
 			load $REL_MOD $(client_params)
 		fi
-		_lc=$(simtest leak-check) || fail "teardown round $i left something behind: $_lc" $(figures)
+		simtest_to _lc leak-check || fail "teardown round $i left something behind: $_lc" $(figures)
 		REL_RACES=$((REL_RACES + 3))
 		REL_OPS=$((REL_OPS + 10))
 		i=$((i + 1))

@@ -310,3 +310,76 @@ fn own_process_and_an_absent_server() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(stdout(&o).trim(), "error=ENOTTY errno=25");
 }
+
+/// `simtest relay` with `input` on stdin, relaying to `server`.
+fn relay(server: &Server, input: &str) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_simtest"))
+        .arg("relay")
+        .env("SIMTEST_SERVER", &server.socket)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run simtest relay");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write requests");
+    child.wait_with_output().expect("relay output")
+}
+
+#[test]
+fn relay_answers_each_request_as_a_simtest_process_would() {
+    let server = Server::start("relay");
+    let args = ["--dev", "/dev/null", "gpu-alloc", "64K"];
+    let local = simtest(&args);
+    // Each argument ends with 0x1f; an empty one survives (a usage error
+    // that names it shows that).
+    let o = relay(
+        &server,
+        "--dev\x1f/dev/null\x1fgpu-alloc\x1f64K\x1f\nfrobnicate\x1f\x1f\n",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lines: Vec<String> = stdout(&o).lines().map(str::to_string).collect();
+    let mut want: Vec<String> = stdout(&local).lines().map(|l| format!("1 {l}")).collect();
+    want.extend(stderr(&local).lines().map(|l| format!("2 {l}")));
+    want.push(format!("end rc={}", local.status.code().unwrap()));
+    assert_eq!(lines[..want.len()], want[..]);
+    assert_eq!(lines.last().map(String::as_str), Some("end rc=2"));
+    assert!(
+        lines.iter().any(|l| l.starts_with("2 simtest: unknown command \"frobnicate\"")),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn relay_goes_on_after_a_request_thread_died() {
+    // The thread serving the relay's connection dies: the server answers
+    // for that request (4), and the next one goes out on a new connection.
+    let server = Server::start("relay-died");
+    let o = relay(
+        &server,
+        "__exit-thread\x1f\n--dev\x1f/dev/null\x1fgpu-alloc\x1f64K\x1f\n",
+    );
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines.contains(&"end rc=4"), "{out}");
+    let after = &lines[lines.iter().position(|l| *l == "end rc=4").unwrap() + 1..];
+    assert_eq!(after.first(), Some(&"1 error=ENOTTY errno=25"), "{out}");
+    assert_eq!(after.last(), Some(&"end rc=1"), "{out}");
+}
+
+#[test]
+fn relay_needs_a_server() {
+    let o = Command::new(env!("CARGO_BIN_EXE_simtest"))
+        .arg("relay")
+        .env_remove("SIMTEST_SERVER")
+        .output()
+        .expect("run simtest relay");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("SIMTEST_SERVER is not set"), "{}", stderr(&o));
+}

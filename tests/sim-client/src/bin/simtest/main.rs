@@ -23,6 +23,7 @@ mod bench_mem;
 mod cmds;
 mod modload;
 mod race;
+mod relay;
 mod rng;
 mod serve;
 mod session;
@@ -119,6 +120,11 @@ Process:
                                       simtest sends its command there (but
                                       load-module, session, serve, and any
                                       command after --own-process)
+  relay                               send the requests read from stdin (each
+                                      argument followed by 0x1f) to the server
+                                      at SIMTEST_SERVER; answer each with its
+                                      output lines tagged \"1 \" (stdout) or
+                                      \"2 \" (stderr), then \"end rc=N\"
 Benchmarks (tests/bench; one line BENCH-RESULT {json} of raw samples):
   bench cycle|invalidate|throughput|memory SIZE [...]  (simtest bench for details)
 
@@ -135,7 +141,7 @@ fn main() -> ExitCode {
     }
     if matches!(
         command_name(&argv),
-        Some("load-module" | "session" | "serve")
+        Some("load-module" | "session" | "serve" | "relay")
     ) {
         return run_local(&argv);
     }
@@ -160,7 +166,8 @@ fn command_name(argv: &[String]) -> Option<&str> {
 }
 
 /// The commands that run only in the calling process: they need no
-/// device (load-module), are a process (session), or serve the others.
+/// device (load-module), are a process (session), or serve or relay the
+/// others.
 fn run_local(argv: &[String]) -> ExitCode {
     let (dev_path, i) = match options(argv) {
         Ok((dev_path, _, i)) => (dev_path, i),
@@ -171,6 +178,7 @@ fn run_local(argv: &[String]) -> ExitCode {
         // Needs no control device (see modload.rs).
         "load-module" => modload::run(rest),
         "serve" => serve::run(rest),
+        "relay" => relay::run(rest),
         _ => {
             if !rest.is_empty() {
                 errln!("simtest session: takes no arguments (commands come on stdin)");

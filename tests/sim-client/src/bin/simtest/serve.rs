@@ -17,7 +17,8 @@
 //! and prints what the command printed, then exits with its exit code.
 //! Request: a count, then each argument, as `u32` lengths (little endian)
 //! and bytes. Answer: the exit code (one byte), then stdout and stderr,
-//! each a `u32` length and bytes.
+//! each a `u32` length and bytes. A connection may carry several requests
+//! in turn (`simtest relay` keeps one open): one thread serves them all.
 //!
 //! A kernel Oops in a request's system call ends that thread alone, with
 //! no unwinding: its socket stays open in the server's file table and its
@@ -64,8 +65,21 @@ fn read_bytes(r: &mut impl Read) -> io::Result<Vec<u8>> {
     Ok(v)
 }
 
-fn read_request(r: &mut impl Read) -> io::Result<Vec<String>> {
-    let n = read_u32(r)?;
+/// Reads one request; `None` when the client closed the connection
+/// instead (after its last request).
+fn read_request(r: &mut impl Read) -> io::Result<Option<Vec<String>>> {
+    let mut b = [0u8; 4];
+    let mut got = 0;
+    while got < b.len() {
+        match r.read(&mut b[got..]) {
+            Ok(0) if got == 0 => return Ok(None),
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let n = u32::from_le_bytes(b);
     if n > 4096 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
@@ -77,7 +91,8 @@ fn read_request(r: &mut impl Read) -> io::Result<Vec<String>> {
             String::from_utf8(read_bytes(r)?)
                 .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8"))
         })
-        .collect()
+        .collect::<io::Result<Vec<String>>>()
+        .map(Some)
 }
 
 /// The exit code of a request whose thread died before it answered.
@@ -154,41 +169,47 @@ fn watchdog() {
     }
 }
 
-/// Runs one request: its command, its output captured, the answer sent.
-fn serve_one(id: u64, mut stream: UnixStream) {
-    let argv = match read_request(&mut stream) {
-        Ok(argv) => argv,
-        Err(e) => {
-            eprintln!("simtest serve: a bad request: {e}");
+/// Serves one connection: its requests in turn (a `simtest` process sends
+/// one, a relay many), each command's output captured and its answer
+/// sent.
+fn serve_connection(first_id: u64, mut stream: UnixStream) {
+    for id in (first_id << 32).. {
+        let argv = match read_request(&mut stream) {
+            Ok(Some(argv)) => argv,
+            Ok(None) => return,
+            Err(e) => {
+                eprintln!("simtest serve: a bad request: {e}");
+                return;
+            }
+        };
+        match stream.try_clone() {
+            Ok(watched) => {
+                pending().insert(
+                    id,
+                    Pending {
+                        tid: tid(),
+                        argv: argv.clone(),
+                        stream: watched,
+                    },
+                );
+            }
+            Err(e) => eprintln!("simtest serve: {argv:?} goes unwatched: {e}"),
+        }
+        if argv.len() == 1 && argv[0] == EXIT_THREAD {
+            // SAFETY: ends this thread only, as an Oops does: nothing of
+            // it runs again, and what it holds (its socket) stays as it is.
+            unsafe { libc::syscall(libc::SYS_exit, 0) };
+        }
+        let (code, captured) = out::capture(|| crate::run(&argv));
+        let answer = stream
+            .write_all(&[code])
+            .and_then(|()| write_bytes(&mut stream, &captured.stdout))
+            .and_then(|()| write_bytes(&mut stream, &captured.stderr));
+        pending().remove(&id);
+        if let Err(e) = answer {
+            eprintln!("simtest serve: answering {argv:?}: {e}");
             return;
         }
-    };
-    match stream.try_clone() {
-        Ok(watched) => {
-            pending().insert(
-                id,
-                Pending {
-                    tid: tid(),
-                    argv: argv.clone(),
-                    stream: watched,
-                },
-            );
-        }
-        Err(e) => eprintln!("simtest serve: {argv:?} goes unwatched: {e}"),
-    }
-    if argv.len() == 1 && argv[0] == EXIT_THREAD {
-        // SAFETY: ends this thread only, as an Oops does: nothing of it
-        // runs again, and what it holds (its socket) stays as it is.
-        unsafe { libc::syscall(libc::SYS_exit, 0) };
-    }
-    let (code, captured) = out::capture(|| crate::run(&argv));
-    let answer = stream
-        .write_all(&[code])
-        .and_then(|()| write_bytes(&mut stream, &captured.stdout))
-        .and_then(|()| write_bytes(&mut stream, &captured.stderr));
-    pending().remove(&id);
-    if let Err(e) = answer {
-        eprintln!("simtest serve: answering {argv:?}: {e}");
     }
 }
 
@@ -216,7 +237,7 @@ pub fn run(rest: &[String]) -> ExitCode {
             Ok(stream) => {
                 // Unnamed: the thread keeps the name "simtest", which the
                 // scenarios look for among tasks stuck in the kernel.
-                if let Err(e) = std::thread::Builder::new().spawn(move || serve_one(id, stream)) {
+                if let Err(e) = std::thread::Builder::new().spawn(move || serve_connection(id, stream)) {
                     eprintln!("simtest serve: no thread for a request: {e}");
                 }
             }
@@ -226,33 +247,55 @@ pub fn run(rest: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Sends `argv` on `stream`, a connection to the server.
+pub fn send_request(stream: &mut UnixStream, argv: &[String]) -> io::Result<()> {
+    let n = u32::try_from(argv.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "too many arguments"))?;
+    let mut request = n.to_le_bytes().to_vec();
+    for a in argv {
+        write_bytes(&mut request, a.as_bytes())?;
+    }
+    stream.write_all(&request)
+}
+
+/// Reads the server's answer on `stream`: the exit code, what the command
+/// printed on stdout and on stderr.
+pub fn read_answer(stream: &mut UnixStream) -> io::Result<(u8, Vec<u8>, Vec<u8>)> {
+    let mut code = [0u8; 1];
+    stream.read_exact(&mut code)?;
+    let stdout = read_bytes(stream)?;
+    let stderr = read_bytes(stream)?;
+    Ok((code[0], stdout, stderr))
+}
+
+/// Sends `argv` to the server at `socket` on a connection of its own;
+/// returns the answer.
+pub fn exchange(socket: &OsStr, argv: &[String]) -> io::Result<(u8, Vec<u8>, Vec<u8>)> {
+    let mut stream = UnixStream::connect(socket)?;
+    send_request(&mut stream, argv)?;
+    read_answer(&mut stream)
+}
+
+/// What a client says when the server did not answer.
+pub fn no_answer(socket: &OsStr, e: &io::Error) -> String {
+    format!(
+        "simtest: the simtest server at {} did not answer: {e} (unset SIMTEST_SERVER, or --own-process, to run here)",
+        socket.to_string_lossy()
+    )
+}
+
 /// Sends `argv` to the server at `socket` and relays its answer.
 pub fn forward(socket: &OsStr, argv: &[String]) -> ExitCode {
-    let relayed = (|| -> io::Result<u8> {
-        let mut stream = UnixStream::connect(socket)?;
-        let n = u32::try_from(argv.len())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "too many arguments"))?;
-        let mut request = n.to_le_bytes().to_vec();
-        for a in argv {
-            write_bytes(&mut request, a.as_bytes())?;
-        }
-        stream.write_all(&request)?;
-        let mut code = [0u8; 1];
-        stream.read_exact(&mut code)?;
-        let stdout = read_bytes(&mut stream)?;
-        let stderr = read_bytes(&mut stream)?;
+    let relayed = exchange(socket, argv).and_then(|(code, stdout, stderr)| {
         io::stdout().write_all(&stdout)?;
         io::stdout().flush()?;
         io::stderr().write_all(&stderr)?;
-        Ok(code[0])
-    })();
+        Ok(code)
+    });
     match relayed {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!(
-                "simtest: the simtest server at {} did not answer: {e} (unset SIMTEST_SERVER, or --own-process, to run here)",
-                socket.to_string_lossy()
-            );
+            eprintln!("{}", no_answer(socket, &e));
             ExitCode::from(1)
         }
     }
