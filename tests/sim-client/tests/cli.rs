@@ -351,7 +351,9 @@ fn relay_answers_each_request_as_a_simtest_process_would() {
     assert_eq!(lines[..want.len()], want[..]);
     assert_eq!(lines.last().map(String::as_str), Some("end rc=2"));
     assert!(
-        lines.iter().any(|l| l.starts_with("2 simtest: unknown command \"frobnicate\"")),
+        lines
+            .iter()
+            .any(|l| l.starts_with("2 simtest: unknown command \"frobnicate\"")),
         "{lines:?}"
     );
 }
@@ -381,5 +383,9 @@ fn relay_needs_a_server() {
         .output()
         .expect("run simtest relay");
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("SIMTEST_SERVER is not set"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("SIMTEST_SERVER is not set"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -237,7 +237,9 @@ pub fn run(rest: &[String]) -> ExitCode {
             Ok(stream) => {
                 // Unnamed: the thread keeps the name "simtest", which the
                 // scenarios look for among tasks stuck in the kernel.
-                if let Err(e) = std::thread::Builder::new().spawn(move || serve_connection(id, stream)) {
+                if let Err(e) =
+                    std::thread::Builder::new().spawn(move || serve_connection(id, stream))
+                {
                     eprintln!("simtest serve: no thread for a request: {e}");
                 }
             }
