@@ -190,8 +190,19 @@ void pm_shim_live_wait_none(atomic_t *live, int count_mask)
 	spin_lock(&pm_live_lock);
 	/* Without the base, the last put takes the lock and wakes us. */
 	atomic_dec(live);
-	wait_event_cmd(pm_live_wq, !(atomic_read(live) & count_mask),
-		       spin_unlock(&pm_live_lock), spin_lock(&pm_live_lock));
+	/*
+	 * TASK_IDLE: uninterruptible, as the wait must be, but not counted as
+	 * hung or as load. It may last as long as a process keeps GPU memory
+	 * whose pin was left to it; in D state the hung-task detector would
+	 * report the waiting insmod or rmmod every two minutes (and panic a
+	 * node with hung_task_panic=1).
+	 */
+	if (atomic_read(live) & count_mask)
+		(void)___wait_event(pm_live_wq,
+				    !(atomic_read(live) & count_mask),
+				    TASK_IDLE, 0, 0,
+				    spin_unlock(&pm_live_lock); schedule();
+				    spin_lock(&pm_live_lock));
 	atomic_inc(live);
 	spin_unlock(&pm_live_lock);
 }
@@ -211,6 +222,9 @@ bool pm_shim_module_loaded(const char *name)
 }
 
 #ifdef PEERMEM_TEST_DELAYS
+/* What modinfo shows of the test build: never a node's module. */
+MODULE_INFO(test_build, "delay points (test_delay, test_delay_ms): the test bed's only");
+
 static const char * const pm_test_points[] = {
 	[PM_TEST_FREE_CALLBACK_TAIL] = "free_callback_tail",
 	[PM_TEST_ACQUIRE_MODULE_REF] = "acquire_module_ref",

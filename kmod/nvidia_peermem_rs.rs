@@ -92,9 +92,10 @@ fn register_clients(
 /// and the count are one atomic step, and the wait is made whatever the
 /// count said: an acquire counts its registration before it takes the
 /// module reference, so none can start unseen. The wait is uninterruptible
-/// and unbounded (insmod stays in D state meanwhile): the module text must
-/// outlive every registration, and one whose pages are left to the process
-/// that pinned them lives until that process frees the memory or exits.
+/// and unbounded (an idle sleep of insmod's, which the hung-task detector
+/// does not report): the module text must outlive every registration, and
+/// one whose pages are left to the process that pinned them lives until
+/// that process frees the memory or exits.
 fn unwind_failed_load(e: Error, clients: KVec<core_client::CoreRegistration>) -> Error {
     let alive = wait::decline();
     if alive != 0 {
@@ -111,6 +112,8 @@ fn unwind_failed_load(e: Error, clients: KVec<core_client::CoreRegistration>) ->
 
 impl kernel::Module for NvidiaPeermem {
     fn init(_module: &'static ThisModule) -> Result<Self> {
+        #[cfg(peermem_test_delays)]
+        pr_warn!("this is the test build (delay points test_delay, test_delay_ms): the test bed's only, never a node's module\n");
         let config = params::Config::from_params()?;
         let generation = core_generation::CoreGeneration::detect();
         generation.check(

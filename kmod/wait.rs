@@ -124,6 +124,7 @@ pub(crate) fn alive() -> u32 {
 /// registration lives until the core releases it and, for pages it could
 /// not unpin or left to the process that pinned them, until that process
 /// frees the memory or exits (the driver's free callback ends it then).
+/// The sleep is an idle one, which the hung-task detector does not report.
 pub(crate) fn wait_none_alive() {
     // SAFETY: FFI call; `LIVE` is an `int` for good.
     unsafe { sys::pm_shim_live_wait_none(LIVE.as_ptr().cast(), COUNT) };

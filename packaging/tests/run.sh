@@ -924,8 +924,10 @@ test_dkms_build_install() {
 	[ -f "$T/src/$name-$version/dkms.conf" ] || die "dkms add did not copy the tree into --sourcetree"
 	echo "--- dkms build"
 	local t0=$SECONDS
-	dkms_env dkms build -m "$name" -v "$version" -k "$kver" --kernelsourcedir "$kdir" -j "$jobs" \
-		--dkmstree "$T/dkms" --sourcetree "$T/src"
+	# From a shell that once built the test bed's test build: the module
+	# dkms installs must still be the product.
+	dkms_env env PEERMEM_TEST_DELAYS=1 dkms build -m "$name" -v "$version" -k "$kver" \
+		--kernelsourcedir "$kdir" -j "$jobs" --dkmstree "$T/dkms" --sourcetree "$T/src"
 	local rc=$?
 	echo "dkms build: exit $rc in $((SECONDS - t0))s"
 	base=$T/dkms/$name/$version/$kver/$(uname -m)
@@ -954,6 +956,9 @@ test_dkms_build_install() {
 	# PeerDirect and P2P symbols come from.
 	[[ ",$deps," == *,peerdirect_sim,* && ",$deps," == *,nvidia_p2p_sim,* ]] ||
 		die "depends '$deps' lacks peerdirect_sim/nvidia_p2p_sim: symbols not resolved at build time"
+	if modinfo -F parm "$ko" | grep -q "^test_delay" || [ -n "$(modinfo -F test_build "$ko")" ]; then
+		die "PEERMEM_TEST_DELAYS=1 in dkms's environment made the installed module the test build"
+	fi
 	# The modprobe.d file documents every parameter the module has, and its
 	# options line names only real ones.
 	local parm

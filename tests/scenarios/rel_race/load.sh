@@ -8,8 +8,9 @@
 #       unpin (put_pages fails at put_pages and at release's retry), so the
 #       driver still holds its free callback. init must not return before
 #       that registration is gone (the module text would go under the
-#       callback); the cudaFree that ends it runs while init waits. Our
-#       module with persistent_api_support=0 only.
+#       callback); the cudaFree that ends it runs while init waits, an
+#       idle sleep the hung-task detector does not report. Our module with
+#       persistent_api_support=0 only.
 #       variant=invalidating: the load fails while a free callback is on
 #       its way into the core's invalidate ("core_invalidate_entry", before
 #       the core looks at the client's handle) and the MR is deregistered
@@ -72,6 +73,26 @@ dereg_left_pinned() {
 		nap 0.05
 		n=$((n + 1))
 	done
+}
+
+# waiting_load_not_hung: the failed init waits for the registration left
+# pinned as long as the process keeps that memory (hours, on a node): an
+# idle sleep, which the hung-task detector must not report (on a node with
+# hung_task_panic=1 the report is a panic). The detector's timeout cut to
+# 2 s while the wait lasts 8 s more: a wait in D state is named within
+# that (name_hung_tasks's 5 s cut names one in under 30 s).
+waiting_load_not_hung() {
+	kill -0 "$pid_load" 2>/dev/null || fail "the failed load did not wait for the registration left pinned" $(figures)
+	# cat, not read: a sysctl file answers only a read at offset 0, and
+	# the shell's read takes a byte at a time
+	_ht=$(cat /proc/sys/kernel/hung_task_timeout_secs)
+	echo 2 >/proc/sys/kernel/hung_task_timeout_secs
+	nap 8
+	echo "$_ht" >/proc/sys/kernel/hung_task_timeout_secs ||
+		fail "cannot set the hung-task timeout back to $_ht" $(figures)
+	kill -0 "$pid_load" 2>/dev/null || fail "the failed load stopped waiting before the cudaFree" $(figures)
+	! since_mark_has "blocked for more than" ||
+		fail "the hung-task detector reported the failed load's wait: $(since_mark | grep -m 1 "blocked for more than")" $(figures)
 }
 
 # failed_load_waited NOT_WAITED WHAT: the background load failed without a
@@ -158,6 +179,7 @@ load_fails_live() {
 		# both unpins fail: the core releases, the pin stays; init fails
 		# now and must wait for the registration left pinned
 		dereg_left_pinned 300
+		waiting_load_not_hung
 		# the callback runs in our module: loaded, or freed under it
 		st gpu-free "$va" >/dev/null || fail "cudaFree failed" $(figures)
 		failed_load_waited "round $i: init returned while a registration was alive" "round $i"

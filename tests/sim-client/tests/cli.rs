@@ -138,23 +138,30 @@ fn client_side_validation_errors() {
 }
 
 /// `simtest session` with `input` on stdin, against /dev/null.
-fn session(input: &str) -> Output {
+/// Runs `cmd` with `input` on its stdin; its output.
+fn with_stdin(cmd: &mut Command, input: &str) -> Output {
     use std::io::Write;
     use std::process::Stdio;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_simtest"))
-        .args(["--dev", "/dev/null", "session"])
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("run simtest session");
+        .expect("run simtest");
     child
         .stdin
         .take()
         .expect("stdin")
         .write_all(input.as_bytes())
-        .expect("write commands");
-    child.wait_with_output().expect("session output")
+        .expect("write stdin");
+    child.wait_with_output().expect("simtest output")
+}
+
+fn session(input: &str) -> Output {
+    with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_simtest")).args(["--dev", "/dev/null", "session"]),
+        input,
+    )
 }
 
 #[test]
@@ -313,23 +320,12 @@ fn own_process_and_an_absent_server() {
 
 /// `simtest relay` with `input` on stdin, relaying to `server`.
 fn relay(server: &Server, input: &str) -> Output {
-    use std::io::Write;
-    use std::process::Stdio;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_simtest"))
-        .arg("relay")
-        .env("SIMTEST_SERVER", &server.socket)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run simtest relay");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write requests");
-    child.wait_with_output().expect("relay output")
+    with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_simtest"))
+            .arg("relay")
+            .env("SIMTEST_SERVER", &server.socket),
+        input,
+    )
 }
 
 #[test]
