@@ -46,7 +46,8 @@ fn tagged(w: &mut impl Write, tag: &str, text: &[u8]) -> io::Result<()> {
 }
 
 /// The relay's connection to the server, opened at the first request and
-/// again after the server ended one (a request whose thread died).
+/// again after a request whose thread died (the server ends that
+/// connection) or one that could not be sent.
 struct Connection {
     socket: OsString,
     stream: Option<UnixStream>,
@@ -65,7 +66,11 @@ impl Connection {
             None => self.connect_and_send(argv)?,
         };
         let answer = serve::read_answer(&mut stream)?;
-        self.stream = Some(stream);
+        // The server answers for a request whose thread died, then ends
+        // that connection: nothing would serve it any more.
+        if answer.0 != serve::DIED {
+            self.stream = Some(stream);
+        }
         Ok(answer)
     }
 
