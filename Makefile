@@ -63,11 +63,11 @@ demo: deps
 	RESULTS=$(RESULTS) tests/demo.sh
 
 vm-test: deps
-	@test -n "$(SUITE)" || { echo "usage: make vm-test SUITE=<NAME of tests/vm/{suites,matrix,check,soak-suites,on-demand,selftest}/NAME.suite>"; exit 2; }
+	@test -n "$(SUITE)" || { echo "usage: make vm-test SUITE=<NAME of tests/vm/{suites,matrix,check,soak-suites,selftest}/NAME.suite>"; exit 2; }
 	@f=$$(ls tests/vm/suites/$(SUITE).suite tests/vm/matrix/$(SUITE).suite tests/vm/check/$(SUITE).suite \
-		tests/vm/soak-suites/$(SUITE).suite tests/vm/on-demand/$(SUITE).suite \
+		tests/vm/soak-suites/$(SUITE).suite \
 		tests/vm/selftest/$(SUITE).suite 2>/dev/null | head -n 1); \
-	test -n "$$f" || { echo "make vm-test: no suite $(SUITE) (tests/vm/{suites,matrix,check,soak-suites,on-demand,selftest}/)"; exit 2; }; \
+	test -n "$$f" || { echo "make vm-test: no suite $(SUITE) (tests/vm/{suites,matrix,check,soak-suites,selftest}/)"; exit 2; }; \
 	kdir=$$(tests/build-all.sh) && \
 	if [ -n "$(PEERMEM_OFED_SRC)" ]; then \
 		PEERMEM_OFED_SRC="$(PEERMEM_OFED_SRC)" tests/realcore/vm-test.sh "$$kdir" $(RESULTS) $$f; \

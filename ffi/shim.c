@@ -241,10 +241,35 @@ MODULE_PARM_DESC(test_delay_ms, "test build: how long the armed point busy-waits
 
 static DEFINE_SPINLOCK(pm_test_delay_lock);
 
+/*
+ * A held point is a gate: it ends when the scenario writes test_delay_release
+ * (it saw the other side of the race land) or when test_delay_ms is over.
+ */
+static atomic_t pm_test_delay_releases = ATOMIC_INIT(0);
+
+static int pm_test_delay_release_set(const char *val, const struct kernel_param *kp)
+{
+	atomic_inc(&pm_test_delay_releases);
+	return 0;
+}
+
+static int pm_test_delay_release_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read(&pm_test_delay_releases));
+}
+
+static const struct kernel_param_ops pm_test_delay_release_ops = {
+	.set = pm_test_delay_release_set,
+	.get = pm_test_delay_release_get,
+};
+module_param_cb(test_delay_release, &pm_test_delay_release_ops, NULL, 0644);
+MODULE_PARM_DESC(test_delay_release, "test build: any write ends the point held now");
+
 void pm_shim_test_delay(unsigned int point)
 {
 	unsigned int ms = 0;
 	u64 start, end;
+	int seen;
 
 	if (point >= ARRAY_SIZE(pm_test_points) || !pm_test_points[point])
 		return;
@@ -254,6 +279,7 @@ void pm_shim_test_delay(unsigned int point)
 		ms = pm_test_delay_ms;
 		pm_test_delay_point[0] = '\0';
 	}
+	seen = atomic_read(&pm_test_delay_releases);
 	spin_unlock(&pm_test_delay_lock);
 	if (!ms)
 		return;
@@ -266,10 +292,11 @@ void pm_shim_test_delay(unsigned int point)
 	 */
 	start = ktime_get_ns();
 	end = start + (u64)ms * NSEC_PER_MSEC;
-	while (ktime_get_ns() < end)
+	while (ktime_get_ns() < end && atomic_read(&pm_test_delay_releases) == seen)
 		cpu_relax();
-	pr_info("test delay %s: done after %llu ms on CPU %d\n", pm_test_points[point],
-		div_u64(ktime_get_ns() - start, NSEC_PER_MSEC), raw_smp_processor_id());
+	pr_info("test delay %s: done after %llu ms on CPU %d%s\n", pm_test_points[point],
+		div_u64(ktime_get_ns() - start, NSEC_PER_MSEC), raw_smp_processor_id(),
+		atomic_read(&pm_test_delay_releases) == seen ? "" : " (released)");
 }
 
 #ifdef CONFIG_LOCKDEP

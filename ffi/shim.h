@@ -133,7 +133,8 @@ void pm_shim_live_wait_none(atomic_t *live, int count_mask);
  * product has none (kmod/test_delay.rs calls nothing there). The module
  * parameters test_delay (a point's name) and test_delay_ms arm one point
  * for one pass: it says so in the kernel log and busy-waits, so a point
- * may sit inside an RCU read-side section or under a spinlock.
+ * may sit inside an RCU read-side section or under a spinlock, until a
+ * write to test_delay_release or the end of test_delay_ms.
  */
 enum pm_test_point {
 	/* The free callback, after it dropped a reference that was not the last. */

@@ -132,6 +132,28 @@ st gpu-free "$va" >/dev/null
 st mr-dereg "$mr_id" >/dev/null
 expect_counter delays_taken $((d0 + 8))
 st_errno EINVAL delay no_such_point 10
+# a delay point is a gate: held until released (its 60 s are the deadline)
+va=$(gpu_alloc 128K)
+st delay get_pages 60000 1 >/dev/null
+(st mr-reg "$va" 4096 >/tmp/gate.reg 2>&1; echo "rc=$?" >>/tmp/gate.reg) &
+gate_reg=$!
+n=0
+while [ "$(counter delays_held)" != 1 ] && [ $n -lt 500 ]; do
+	nap 0.02
+	n=$((n + 1))
+done
+expect_counter delays_held 1
+st release dma_map >/dev/null
+nap 0.2
+kill -0 $gate_reg 2>/dev/null || fail "a release of another point let the held registration go"
+st release get_pages >/dev/null
+wait $gate_reg
+grep -q "^rc=0" /tmp/gate.reg || fail "the released registration failed: $(cat /tmp/gate.reg)"
+expect_counter delays_held 0
+kv_set mr_id mr "$(cat /tmp/gate.reg)"
+st mr-dereg "$mr_id" >/dev/null
+st gpu-free "$va" >/dev/null
+st_errno EINVAL release no_such_point
 st_errno EINVAL fault no_such_op 1 EIO
 
 unload peermem_refclient

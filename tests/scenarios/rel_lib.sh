@@ -156,6 +156,48 @@ await_delay() {
 	done
 }
 
+# A held window is a gate (tests/fixtures/psim_inject.h): armed with a
+# generous deadline (GATE_MS), it lasts until the scenario has seen the
+# other side of the race land and releases it, so a slow or loaded host
+# makes the window longer, never missed. The deadline only ends a window
+# whose other side never came (a hang, or a scenario's mistake); it stays
+# far below the hung-task detector's threshold.
+GATE_MS=30000
+
+# release_point POINT: the threads held at the simulator's delay point
+# POINT go on; POINT test_delay: the one held at the test build's.
+release_point() {
+	if [ "$1" = test_delay ]; then
+		echo 1 >/sys/module/$REL_MOD/parameters/test_delay_release
+	else
+		st release "$1" >/dev/null
+	fi
+}
+
+# release_when POINT CHECK...: once the check CHECK... succeeds (polled,
+# within a bound that scales with the host), release_point POINT. Returns
+# 1 when the check never succeeded (the point is released all the same).
+release_when() {
+	_rp=$1
+	shift
+	_rn=0
+	until "$@"; do
+		_rn=$((_rn + 1))
+		if [ $_rn -gt $((500 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100)) ]; then
+			release_point "$_rp"
+			return 1
+		fi
+		nap 0.02
+	done
+	release_point "$_rp"
+}
+
+# counter_moved NAME V0: the simulated stack's counter NAME is not V0 now.
+counter_moved() {
+	simtest_to _cm counters "$1"
+	[ "$_cm" != "$2" ]
+}
+
 # The client under test ------------------------------------------------------
 
 # client_params: insmod parameters of the client under test for $pds/$pers.

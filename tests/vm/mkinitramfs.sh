@@ -23,7 +23,6 @@ chmod 755 "$stage/init"
 cp "$repo"/tests/vm/suites/*.suite "$stage/suites/" 2>/dev/null || true
 cp "$repo"/tests/vm/selftest/*.suite "$stage/suites/" 2>/dev/null || true
 cp "$repo"/tests/vm/soak-suites/*.suite "$stage/suites/" 2>/dev/null || true
-cp "$repo"/tests/vm/on-demand/*.suite "$stage/suites/" 2>/dev/null || true
 cp "$repo"/tests/vm/check/*.suite "$stage/suites/" 2>/dev/null || true
 cp "$repo"/tests/bench/*.suite "$stage/suites/" 2>/dev/null || true
 # PEERMEM_VM_SUITES=DIR: its suites replace the same-named ones (a kernel

@@ -7,6 +7,8 @@
 bg_run() {
 	_v=$1
 	shift
+	# emptied first: a poll (bg_done) never reads the last step's rc
+	: >/tmp/bg.$_v
 	("$@" >/tmp/bg.$_v 2>&1; echo "rc=$?" >>/tmp/bg.$_v) &
 	eval "pid_$_v=$!"
 }
@@ -34,7 +36,8 @@ release_waits() {
 }
 
 # test_delay POINT MS: arms a delay point of our module's test build for
-# one pass (it busy-waits there, saying so in the kernel log).
+# one pass (it busy-waits there, saying so in the kernel log, until
+# test_delay_release is written or MS ms are over).
 test_delay() {
 	echo "$2" >/sys/module/$REL_MOD/parameters/test_delay_ms &&
 		echo "$1" >/sys/module/$REL_MOD/parameters/test_delay ||
@@ -53,9 +56,10 @@ await_test_delay() {
 }
 
 # test_delay_held POINT: the last pass through the test build's delay point
-# POINT since the mark lasted at least the time it was armed for, by the
-# kernel log's clock. A shorter hold tests less than the scenario says
-# (the other side may never have run inside it).
+# POINT since the mark was ended by the scenario (test_delay_release, once
+# the other side had landed) or lasted at least the time it was armed for,
+# by the kernel log's clock. A hold that ended sooner by itself tests less
+# than the scenario says (the other side may never have run inside it).
 test_delay_held() {
 	_h=$(since_mark | awk -v p="test delay $1: " '
 		{
@@ -72,12 +76,17 @@ test_delay_held() {
 			} else if (rest ~ /^done/ && t0 != "") {
 				held = int((t - t0) * 1000)
 				asked = ms
+				released = rest ~ /\(released\)/
 			}
 		}
-		END { if (asked != "") print held, asked }')
+		END { if (asked != "") print held, asked, released }')
 	[ -n "$_h" ] || fail "no whole pass through the delay point $1 in the kernel log" $(figures)
 	# shellcheck disable=SC2086 # two numbers
 	set -- "$1" $_h
+	if [ "$4" = 1 ]; then
+		log "the delay point $1 held $2 ms, until released ($3 ms armed)"
+		return 0
+	fi
 	log "the delay point $1 held $2 ms ($3 ms armed)"
 	[ "$2" -ge $(($3 * 9 / 10)) ] ||
 		fail "the delay point $1 held $2 ms of the $3 ms armed: the window was shorter than the scenario assumes" $(figures)
@@ -86,6 +95,58 @@ test_delay_held() {
 # release_waited: how many releases of our module have waited so.
 release_waited() {
 	sed -n 's/^release_waited_for_invalidation //p' /sys/kernel/debug/$REL_MOD/stats
+}
+
+# release_waited_since N0: a release has waited since release_waited read N0.
+release_waited_since() {
+	[ "$(release_waited)" != "$1" ]
+}
+
+# free_waited_for_unmap: how many free callbacks of our module have waited
+# for an unmap inside the provider (counted as the wait begins).
+free_waited_for_unmap() {
+	sed -n 's/^free_waited_for_unmap //p' /sys/kernel/debug/$REL_MOD/stats
+}
+
+free_waited_for_unmap_since() {
+	[ "$(free_waited_for_unmap)" != "$1" ]
+}
+
+# delays_taken_reached N: N delay points have been entered in all.
+delays_taken_reached() {
+	simtest_to _dt counters delays_taken
+	[ "$_dt" -ge "$1" ]
+}
+
+# load_unwinding_waits: the failing load of the background step "load"
+# waits for what is in flight (or has ended).
+load_unwinding_waits() {
+	bg_done load ||
+		since_mark_has "unregister: waiting for the client list|unregister nv_mem: waiting for 1 registrations|the load failed \(.*\): waiting for [0-9]* registrations"
+}
+
+# release_waited_or_dereg_done N0: a release has waited since
+# release_waited read N0, or the background deregistration has returned.
+release_waited_or_dereg_done() {
+	release_waited_since "$1" || bg_done dereg
+}
+
+# bg_done VAR: the background step VAR (bg_run) has ended (read in the
+# shell: a poll of it creates no process).
+bg_done() {
+	[ -f /tmp/bg.$1 ] || return 1
+	while read -r _l; do
+		case $_l in rc=*) return 0 ;; esac
+	done </tmp/bg.$1
+	return 1
+}
+
+# dereg_done_free_held: the background deregistration has returned; sets
+# ovl to 1 when the background cudaFree had not (it is held in the core).
+dereg_done_free_held() {
+	bg_done dereg || return 1
+	ovl=1
+	! bg_done free || ovl=0
 }
 
 # alloc_reg SIZE OFFSET LEN: sets va, mr. With persistent_api_support=0 the

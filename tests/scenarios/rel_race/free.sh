@@ -36,14 +36,19 @@ free_in_dereg_unlocked() {
 	while [ $i -lt "$rounds" ]; do
 		alloc_reg 256K 4096 200K
 		# the core's counter of invalidations that found a deregistration
-		# between its unlock and its dma_unmap: a round whose cudaFree came
-		# after the held window ended is run again, the window doubled
+		# between its unlock and its dma_unmap: the deregistration is held
+		# there until the cudaFree's invalidation found the MR; a round
+		# that still missed it is run again
 		simtest_to w0 counters win_dereg_unlocked
 		simtest_to d0 counters delays_taken
-		st delay core_dereg_unlocked $((1000 << missed)) 1 >/dev/null
+		simtest_to n0 counters invalidations_found
+		st delay core_dereg_unlocked $GATE_MS 1 >/dev/null
 		bg_run dereg st mr-dereg "$mr"
 		await_delay "$d0" || fail "the deregistration never reached the core_dereg_unlocked window" $(figures)
-		st gpu-free "$va" >/dev/null || fail "cudaFree during the deregistration failed" $(figures)
+		bg_run free st gpu-free "$va"
+		release_when core_dereg_unlocked counter_moved invalidations_found "$n0" || :
+		wait "$pid_free"
+		[ "$(bg_rc free)" = 0 ] || fail "cudaFree during the deregistration failed: $(cat /tmp/bg.free)" $(figures)
 		wait "$pid_dereg"
 		[ "$(bg_rc dereg)" = 0 ] || fail "dereg failed: $(cat /tmp/bg.dereg)" $(figures)
 		st delay "" 0 >/dev/null
@@ -73,10 +78,24 @@ free_during_unmap() {
 		# variant=put: the first unmap fails before the delay point, the
 		# one inside put_pages is held
 		[ "$variant" = put ] && st fault dma_unmap_pages 1 EIO >/dev/null
-		st delay p2p_dma_unmap 2000 1 >/dev/null
+		st delay p2p_dma_unmap $GATE_MS 1 >/dev/null
 		bg_run dereg st mr-dereg "$mr"
 		await_delay "$d0" || fail "the deregistration never reached the unmap window" $(figures)
-		st gpu-free "$va" >/dev/null || fail "cudaFree during the unmap failed" $(figures)
+		# The unmap is held until the free callback waits for it (our
+		# module counts that wait as it begins), or for another client
+		# until its callback has begun.
+		if [ "$client" = rs ]; then
+			u0=$(free_waited_for_unmap)
+			bg_run free st gpu-free "$va"
+			release_when p2p_dma_unmap free_waited_for_unmap_since "$u0" ||
+				fail "the free callback did not wait for the unmap inside the provider" $(figures)
+		else
+			simtest_to c0 counters free_callbacks_begun
+			bg_run free st gpu-free "$va"
+			release_when p2p_dma_unmap counter_moved free_callbacks_begun "$c0" || :
+		fi
+		wait "$pid_free"
+		[ "$(bg_rc free)" = 0 ] || fail "cudaFree during the unmap failed: $(cat /tmp/bg.free)" $(figures)
 		wait "$pid_dereg"
 		st delay "" 0 >/dev/null
 		st fault-clear >/dev/null
@@ -90,7 +109,7 @@ free_during_unmap() {
 	done
 	rechecks=0
 	if [ "$client" = rs ]; then
-		waited=$(sed -n 's/^free_waited_for_unmap //p' /sys/kernel/debug/nvidia_peermem_rs/stats)
+		waited=$(free_waited_for_unmap)
 		rechecks=$(sed -n 's/^free_wait_rechecks //p' /sys/kernel/debug/nvidia_peermem_rs/stats)
 		# the callback (holding the driver lock) sleeps until
 		# the unmap wakes it; it does not poll. A wait_event looks twice
@@ -145,27 +164,32 @@ free_during_reg() {
 				simtest_to _o gpu-alloc 256K || fail "gpu-alloc: $_o" $(figures)
 				kv_set va va "$_o"
 				simtest_to w0 counters "$win"
-				# p2p_* points: every provider call sleeps (acquire may
-				# probe with get_pages first); the core's points are
-				# passed once. A retry doubles the delay and the wait.
-				if [ "${point#p2p_}" != "$point" ]; then
-					st delay "$point" $((500 << missed)) 0 >/dev/null
-				else
-					st delay "$point" $((500 << missed)) 1 >/dev/null
-				fi
-				simtest_to d0 counters delays_taken
-				bg_run reg st mr-reg $((va + 512)) 128K
-				# into the held call: the provider's get_pages points are
-				# passed twice where acquire probes with a pin first and
-				# get_pages pins again (NVIDIA's; the reference client
-				# asks the sim, ours keeps acquire's pin), the others once
+				# Into the held call: the provider's get_pages points
+				# are passed twice where acquire probes with a pin
+				# first and get_pages pins again (NVIDIA's; the
+				# reference client asks the sim, ours keeps acquire's
+				# pin), the others once; the passes before the last go
+				# on at once. The last is held until the cudaFree began.
 				_n=1
 				case "$point,$client" in
 				p2p_get_pages,nv* | p2p_get_pages_done,nv*) _n=2 ;;
 				esac
+				st delay "$point" $GATE_MS $_n >/dev/null
+				simtest_to d0 counters delays_taken
+				bg_run reg st mr-reg $((va + 512)) 128K
+				_k=1
+				while [ $_k -lt $_n ]; do
+					await_delay "$d0" $_k || fail "$point: the registration never reached the delay ($_k)" $(figures)
+					st release "$point" >/dev/null
+					_k=$((_k + 1))
+				done
 				await_delay "$d0" $_n || fail "$point: the registration never reached the delay ($_n)" $(figures)
 				usleep $((i * 30000))
-				st gpu-free "$va" >/dev/null || fail "cudaFree during registration failed" $(figures)
+				simtest_to s0 counters frees_started
+				bg_run free st gpu-free "$va"
+				release_when "$point" counter_moved frees_started "$s0" || :
+				wait "$pid_free"
+				[ "$(bg_rc free)" = 0 ] || fail "cudaFree during registration failed: $(cat /tmp/bg.free)" $(figures)
 				wait "$pid_reg"
 				st delay "" 0 >/dev/null
 				REL_OPS=$((REL_OPS + 3))

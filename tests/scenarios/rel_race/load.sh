@@ -24,37 +24,33 @@
 #       that ends it runs in our module: loaded, or freed under it. Test
 #       build only (rel_race.sh loads it).
 
-# start_failing_load MS [PARAM ...]: reloads the module (with PARAMs
-# besides the client's) in the background ($pid_load) so that its load
-# fails after nv_mem registered: each of its two registration calls sleeps
-# MS ms first, and the core refuses the second (nv_mem_nc's). Both delays
-# are armed before the load starts (arming the second while the load runs
-# was outrun on a loaded host). Returns once nv_mem is listed and
-# nv_mem_nc's call sleeps. Sets $va, 128 KiB of GPU memory.
+# start_failing_load [PARAM ...]: reloads the module (with PARAMs besides
+# the client's) in the background ($pid_load) so that its load fails after
+# nv_mem registered: the core refuses its second registration call
+# (nv_mem_nc's), which is held before it until the caller releases
+# register_client. Both holds are armed before the load starts (arming the
+# second while the load runs was outrun on a loaded host); the first goes
+# on at once. Returns once nv_mem is listed and nv_mem_nc's call is held.
+# Sets $va, 128 KiB of GPU memory.
 start_failing_load() {
-	_ms=$1
-	shift
 	rmmod $REL_MOD || fail "rmmod of an idle module failed" $(figures)
 	simtest_to _o gpu-alloc 128K || fail "gpu-alloc: $_o" $(figures)
 	kv_set va va "$_o"
 	mark
 	st fault register_client 2 ENOMEM >/dev/null
 	simtest_to d0 counters delays_taken
-	st delay register_client "$_ms" 2 >/dev/null
+	st delay register_client $GATE_MS 2 >/dev/null
 	# shellcheck disable=SC2046
 	bg_run load modload $REL_MOD $(client_params) "$@"
-	_w=0
-	while simtest_to _dt counters delays_taken; [ "$_dt" -lt $((d0 + 2)) ]; do
-		_w=$((_w + 1))
-		[ $_w -le $((_ms / 100 + 300)) ] || fail "the load never reached nv_mem_nc's registration" $(figures)
-		nap 0.1
-	done
+	release_when register_client delays_taken_reached $((d0 + 1)) ||
+		fail "the load never reached nv_mem's registration" $(figures)
+	await_delay "$d0" 2 || fail "the load never reached nv_mem_nc's registration" $(figures)
 }
 
-# load_failing_with_mr MS: start_failing_load MS. Meanwhile registers an MR
-# of $va, which nv_mem takes ($mr).
+# load_failing_with_mr: start_failing_load. Meanwhile registers an MR of
+# $va, which nv_mem takes ($mr).
 load_failing_with_mr() {
-	start_failing_load "$1"
+	start_failing_load
 	simtest_to _o mr-reg "$va" 128K || fail "mr-reg while the load runs: $_o" $(figures)
 	kv_set mr mr "$_o"
 	[ "$(sval client "$_o")" = nv_mem ] ||
@@ -62,11 +58,13 @@ load_failing_with_mr() {
 }
 
 # dereg_left_pinned TRIES: deregisters $mr with both unpins failing (the
-# core releases it, the pin stays with the driver), then waits up to
-# TRIES x 50 ms for the failing init to say it waits for registrations.
+# core releases it, the pin stays with the driver), lets the load go on to
+# fail, then waits up to TRIES x 50 ms for the failing init to say it
+# waits for registrations.
 dereg_left_pinned() {
 	st fault put_pages 1 EIO 2 >/dev/null
 	st mr-dereg "$mr" >/dev/null || fail "dereg failed" $(figures)
+	st release register_client >/dev/null
 	n=0
 	while kill -0 "$pid_load" 2>/dev/null &&
 		! since_mark_has "the load failed \(.*\): waiting for" && [ $n -lt "$1" ]; do
@@ -117,14 +115,21 @@ failed_load_waited() {
 
 # load_fails_invalidating: load_fails_live's variant=invalidating.
 load_fails_invalidating() {
-	load_failing_with_mr 10000
-	# the cudaFree's callback sleeps on its way into the core's invalidate
-	# until well after init failed; the MR goes meanwhile
+	load_failing_with_mr
+	# the cudaFree's callback is held on its way into the core's
+	# invalidate; the MR goes meanwhile; then the load fails, and the
+	# callback goes on once init waits
 	simtest_to d0 counters delays_taken
-	st delay core_invalidate_entry 14000 1 >/dev/null
+	st delay core_invalidate_entry $GATE_MS 1 >/dev/null
 	bg_run free st gpu-free "$va"
 	wait_delay "$d0"
-	st mr-dereg "$mr" >/dev/null || fail "dereg failed" $(figures)
+	# the MR's release waits for that callback: the load fails then
+	rw0=$(release_waited)
+	bg_run dereg st mr-dereg "$mr"
+	release_when register_client release_waited_or_dereg_done "$rw0" || :
+	release_when core_invalidate_entry load_unwinding_waits || :
+	wait "$pid_dereg"
+	[ "$(bg_rc dereg)" = 0 ] || fail "dereg failed: $(cat /tmp/bg.dereg)" $(figures)
 	wait "$pid_free"
 	[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
 	! since_mark_has "invalidate: unknown registration handle" ||
@@ -135,14 +140,15 @@ load_fails_invalidating() {
 
 # load_fails_declining: load_fails_live's variant=declining.
 load_fails_declining() {
-	# nv_mem is registered; nv_mem_nc's registration fails 2 s from now
-	# (times the host's scale: on a loaded host starting the registering
-	# process alone took longer than 2 s), while the acquire below is held
-	# for 3 s more than that
-	_win=$((2000 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100))
-	start_failing_load "$_win" test_delay=acquire_module_ref test_delay_ms=$((_win + 3000))
+	# nv_mem is registered, nv_mem_nc's registration held; the acquire
+	# below is held (before its module reference) while the load fails,
+	# and goes on once the core has refused nv_mem_nc
+	start_failing_load test_delay=acquire_module_ref \
+		test_delay_ms=$((12000 * ${PEERMEM_TIME_SCALE_PCT:-100} / 100))
 	bg_run reg st mr-reg "$va" 128K
 	await_test_delay acquire_module_ref
+	st release register_client >/dev/null
+	release_when test_delay since_mark_has 'refused client "nv_mem_nc"' || :
 	wait "$pid_reg"
 	[ "$(bg_rc reg)" = 0 ] || fail "mr-reg while the load fails: $(cat /tmp/bg.reg)" $(figures)
 	kv_set mr mr "$(cat /tmp/bg.reg)"
@@ -175,7 +181,7 @@ load_fails_live() {
 	esac
 	i=0
 	while [ $i -lt "$rounds" ]; do
-		load_failing_with_mr 6000
+		load_failing_with_mr
 		# both unpins fail: the core releases, the pin stays; init fails
 		# now and must wait for the registration left pinned
 		dereg_left_pinned 300

@@ -57,36 +57,43 @@ release_in_invalidation() {
 			*) fail "unknown variant=$v (invalidate, found, invalidate_unlocked, dereg_locked, both)" ;;
 			esac
 			simtest_to d0 counters delays_taken
-			st delay $point $((1000 << missed)) 1 >/dev/null
+			st delay $point $GATE_MS 1 >/dev/null
 			bg_run free st gpu-free "$va"
 			await_delay "$d0" || fail "cudaFree never reached the $point window" $(figures)
+			ovl=0
 			if release_waits; then
 				# Our release waits for the callback to come out of
-				# the core: the deregistration ends after it.
+				# the core: the deregistration ends after it. The
+				# cudaFree is held until the release waits.
 				rw0=$(release_waited)
 				bg_run dereg st mr-dereg "$mr"
+				release_when $point release_waited_since "$rw0" || :
 				wait "$pid_free"
 				wait "$pid_dereg"
 				[ "$(bg_rc dereg)" = 0 ] || fail "dereg during the invalidation failed: $(cat /tmp/bg.dereg)" $(figures)
-				ovl=0
 				[ "$(release_waited)" -gt "$rw0" ] && ovl=1
 			else
-				st mr-dereg "$mr" >/dev/null || fail "dereg during the invalidation failed" $(figures)
-				# no rc= line yet: the cudaFree is still running
-				ovl=0
-				[ -n "$(bg_rc free)" ] || ovl=1
+				# The cudaFree is held until the deregistration
+				# returned (dereg_done_free_held sets ovl).
+				bg_run dereg st mr-dereg "$mr"
+				release_when $point dereg_done_free_held || :
+				wait "$pid_dereg"
+				[ "$(bg_rc dereg)" = 0 ] || fail "dereg during the invalidation failed: $(cat /tmp/bg.dereg)" $(figures)
 				wait "$pid_free"
 			fi
 			[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
 		else
 			# Deregistration first, holding the mapping lock; cudaFree's
-			# invalidation waits for it, and release() runs while the free
+			# invalidation waits for it (held until the invalidation is
+			# inside the core), and release() runs while the free
 			# callback is still inside the invalidation.
 			simtest_to d0 counters delays_taken
-			st delay core_dereg_locked $((1000 << missed)) 1 >/dev/null
+			simtest_to f0 counters num_free_callbacks
+			st delay core_dereg_locked $GATE_MS 1 >/dev/null
 			bg_run dereg st mr-dereg "$mr"
 			await_delay "$d0" || fail "the deregistration never reached the core_dereg_locked window" $(figures)
 			bg_run free st gpu-free "$va"
+			release_when core_dereg_locked counter_moved num_free_callbacks "$f0" || :
 			wait "$pid_dereg"
 			ovl=0
 			[ -n "$(bg_rc free)" ] || ovl=1

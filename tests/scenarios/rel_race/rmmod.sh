@@ -92,10 +92,11 @@ rmmod_during_reg() {
 # for it. Both must decline cleanly (no module reference taken or put), the
 # registration fail, the unload finish; repeated with the module reloaded.
 # acquire_going_try MS: one try of an acquire_while_going round, the
-# registration held MS ms right before the core asks nv_mem. Returns 1,
-# with nothing of the try left, when the registration got past the window
-# before rmmod ran: it then holds the module, and rmmod is refused (a host
-# too loaded to keep the window; nothing was tested).
+# registration held right before the core asks nv_mem until rmmod waits
+# for it in the core's unregistration (at most MS ms). Returns 1, with
+# nothing of the try left, when the registration got past the window
+# before rmmod ran: it then holds the module, and rmmod is refused
+# (nothing was tested).
 acquire_going_try() {
 	simtest_to _o gpu-alloc 128K || fail "gpu-alloc: $_o" $(figures)
 	kv_set va va "$_o"
@@ -117,11 +118,13 @@ acquire_going_try() {
 	# going module (a module reference taken with no check) has the
 	# registration complete, and the unload then waits in the core's
 	# unregistration for an MR nobody will deregister
-	# The bound: rmmod legitimately waits out the rest of the window, then
-	# unregisters and unloads under KASAN and lockdep; 20 s more than the
-	# window tells that from a hang on any host (scaled with its K).
-	_rmmod_s=$(scaled_s $(($1 / 1000 + 20)))
+	# The held acquire goes on once rmmod waits for it in the core's
+	# unregistration (or has ended). The bound: rmmod then unregisters and
+	# unloads under KASAN and lockdep; 20 s tell that from a hang on any
+	# host (scaled with its K).
+	_rmmod_s=$(scaled_s 20)
 	bg_run rmmod rmmod $REL_MOD
+	release_when acquire rmmod_waits_or_ended || :
 	w=0
 	while kill -0 "$pid_rmmod" 2>/dev/null && [ $w -lt $((_rmmod_s * 10)) ]; do
 		nap 0.1
@@ -162,11 +165,19 @@ acquire_going_try() {
 	fi
 }
 
+# rmmod_waits_or_ended: the background rmmod waits in the core's
+# unregistration for the acquire or the registration in flight, or has
+# ended.
+rmmod_waits_or_ended() {
+	bg_done rmmod ||
+		since_mark_has "unregister: waiting for the client list|unregister nv_mem: waiting for 1 registrations"
+}
+
 # acquire_while_going: see the header.
 acquire_while_going() {
 	i=0
 	while [ $i -lt "$rounds" ]; do
-		held_window 4 1500 12000 "round $i: the registration got past its window before rmmod ran" acquire_going_try
+		held_window 2 $GATE_MS $GATE_MS "round $i: the registration got past its window before rmmod ran" acquire_going_try
 		REL_RACES=$((REL_RACES + 1))
 		REL_OPS=$((REL_OPS + 3))
 		st delay "" 0 >/dev/null

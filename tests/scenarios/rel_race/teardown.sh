@@ -5,8 +5,9 @@
 #       is inside put_pages, a load failing halfway while the core calls in.
 
 # rmmod_while_callback_try MS: teardown_races' a), cudaFree's invalidation
-# held MS ms in the core. Returns 1, with nothing of the try left, when the
-# callback ended before rmmod was tried and refused (the window was missed).
+# held in the core until rmmod was tried (at most MS ms). Returns 1, with
+# nothing of the try left, when the callback ended before rmmod was tried
+# and refused (the window was missed).
 rmmod_while_callback_try() {
 	alloc_reg 256K 0 128K
 	simtest_to d0 counters delays_taken
@@ -37,6 +38,7 @@ rmmod_while_callback_try() {
 	else
 		_missed=1
 	fi
+	st release core_invalidate >/dev/null
 	wait "$pid_free"
 	[ "$(bg_rc free)" = 0 ] || fail "cudaFree failed: $(cat /tmp/bg.free)" $(figures)
 	if release_waits; then
@@ -61,15 +63,15 @@ teardown_races() {
 	while [ $i -lt "$rounds" ]; do
 		# a) only with a free callback (persistent_api_support=0)
 		if [ "$pers" = 0 ]; then
-			# at most 16 s: a task asleep 30 s is reported hung
-			held_window 4 8000 16000 "the free callback ended before rmmod was refused" rmmod_while_callback_try
+			held_window 2 $GATE_MS $GATE_MS "the free callback ended before rmmod was refused" rmmod_while_callback_try
 		fi
 		# b) A module unloaded while the deregistration was still
-		# inside put_pages would fail the deregistration or report a
-		# splat; an rmmod that succeeded with neither came after the
-		# put ended (a host too loaded to keep the window): that try
-		# runs again with the window doubled, four such tries fail.
-		_ms=3000
+		# inside put_pages (held there until rmmod was tried) would
+		# fail the deregistration or report a splat; an rmmod that
+		# succeeded with neither came after the put ended (its hold
+		# over before rmmod ran): that try runs again, a second such
+		# try fails.
+		_ms=$GATE_MS
 		_try=0
 		while :; do
 			alloc_reg 256K 0 128K
@@ -79,24 +81,25 @@ teardown_races() {
 			wait_delay "$d0"
 			mark
 			if ! rmmod $REL_MOD 2>/tmp/rmmod.err; then
+				st release p2p_put_pages >/dev/null
 				loaded $REL_MOD || fail "module gone after a refused rmmod while a deregistration is inside put_pages" $(figures)
 				log "rmmod refused while a deregistration is inside put_pages: $(cat /tmp/rmmod.err)"
 				REL_RACES=$((REL_RACES + 1))
 				break
 			fi
+			st release p2p_put_pages >/dev/null
 			wait "$pid_dereg"
 			if [ "$(bg_rc dereg)" != 0 ] || [ "$(splats_so_far)" != 0 ]; then
 				fail "rmmod succeeded while a deregistration is inside put_pages" $(figures)
 			fi
 			_try=$((_try + 1))
-			[ $_try -lt 4 ] ||
+			[ $_try -lt 2 ] ||
 				fail "the deregistration was out of put_pages before rmmod in $_try tries: the window was never held" $(figures)
-			log "try $_try: the deregistration left put_pages before rmmod ran; again with a $((_ms * 2)) ms window"
+			log "try $_try: the deregistration left put_pages before rmmod ran; again"
 			st gpu-free "$va" >/dev/null
 			st delay "" 0 >/dev/null
 			# shellcheck disable=SC2046
 			load $REL_MOD $(client_params)
-			_ms=$((_ms * 2))
 		done
 		wait "$pid_dereg"
 		[ "$(bg_rc dereg)" = 0 ] || fail "dereg failed: $(cat /tmp/bg.dereg)" $(figures)
@@ -109,14 +112,13 @@ teardown_races() {
 			simtest_to _o gpu-alloc 128K || fail "gpu-alloc: $_o" $(figures)
 			kv_set va va "$_o"
 			mark
-			# nv_mem stays listed 3 s before init goes on (and the
-			# core refuses nv_mem_nc); an acquire arriving meanwhile is
-			# held 4 s, longer than that window, so init's unwinding must
-			# wait for it. (A 600 ms window was missed once in a soak boot
-			# under 4 QEMUs on 2 cores: no registration of the loop got
-			# there in time.)
-			st delay register_client_done 3000 1 >/dev/null
-			st delay acquire 4000 1 >/dev/null
+			# nv_mem stays listed, init held, until an acquire of
+			# the loop below arrives and is held; then init goes on
+			# (the core refuses nv_mem_nc) and its unwinding must wait
+			# for that acquire, which goes on once it does.
+			simtest_to h0 counters delays_taken
+			st delay register_client_done $GATE_MS 1 >/dev/null
+			st delay acquire $GATE_MS 1 >/dev/null
 			st fault register_client 2 ENOMEM >/dev/null
 			(
 				n=0
@@ -129,9 +131,13 @@ teardown_races() {
 			loop=$!
 			rm -f /tmp/load.done
 			# shellcheck disable=SC2046
-			if modload $REL_MOD $(client_params) >/tmp/load.err 2>&1; then
+			bg_run load modload $REL_MOD $(client_params)
+			release_when register_client_done delays_taken_reached $((h0 + 2)) ||
+				fail "round $i: no acquire arrived while nv_mem was listed" $(figures)
+			release_when acquire load_unwinding_waits || :
+			wait "$pid_load"
+			[ "$(bg_rc load)" != 0 ] ||
 				fail "the load succeeded with nv_mem_nc refused by the core" $(figures)
-			fi
 			touch /tmp/load.done
 			wait $loop
 			rm -f /tmp/load.done

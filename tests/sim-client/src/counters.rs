@@ -4,7 +4,7 @@
 use crate::uapi::{PsimCounters, PsimLeakCheck, PsimPhaseTimes, PSIM_PHASE_NAMES};
 
 /// Every counter of `struct psim_counters` (reserved words excluded), by name.
-pub fn counter_fields(c: &PsimCounters) -> [(&'static str, u64); 32] {
+pub fn counter_fields(c: &PsimCounters) -> [(&'static str, u64); 36] {
     [
         ("gpu_allocs_live", c.gpu_allocs_live),
         ("gpu_bytes_live", c.gpu_bytes_live),
@@ -38,6 +38,10 @@ pub fn counter_fields(c: &PsimCounters) -> [(&'static str, u64); 32] {
         ("win_free_reg", c.win_free_reg),
         ("win_free_dereg", c.win_free_dereg),
         ("win_free_in_acquire", c.win_free_in_acquire),
+        ("delays_held", c.delays_held),
+        ("frees_started", c.frees_started),
+        ("invalidations_found", c.invalidations_found),
+        ("free_callbacks_begun", c.free_callbacks_begun),
     ]
 }
 

@@ -355,8 +355,8 @@ impl SimDevice {
         self.fault("", 0, 0, 0)
     }
 
-    /// Sleeps `ms` at `point` for the next `count` passes (0 = until
-    /// cleared; `ms` = 0 clears).
+    /// Holds the next `count` passes (0 = until cleared; `ms` = 0 clears)
+    /// at `point` until the point is released or `ms` is over.
     pub fn delay(&self, point: &str, ms: u32, count: u32) -> Result<()> {
         let mut d = PsimDelay {
             point: name_field("delay", point)?,
@@ -365,6 +365,15 @@ impl SimDevice {
         };
         // SAFETY: DELAY takes a psim_delay without user pointers.
         unsafe { self.ioctl("delay", PSIM_IOC_DELAY, &mut d) }
+    }
+
+    /// Lets the threads held at `point` ("" = every point) go now.
+    pub fn release(&self, point: &str) -> Result<()> {
+        let mut r = PsimRelease {
+            point: name_field("release", point)?,
+        };
+        // SAFETY: RELEASE takes a psim_release without user pointers.
+        unsafe { self.ioctl("release", PSIM_IOC_RELEASE, &mut r) }
     }
 
     /// What is still allocated, pinned, mapped or registered.

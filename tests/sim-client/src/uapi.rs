@@ -102,13 +102,21 @@ pub struct PsimFault {
     pub pad: u32,
 }
 
-/// `struct psim_delay`: msleep(ms) at a named point.
+/// `struct psim_delay`: holds threads at a named point until it is
+/// released or `ms` is over.
 #[repr(C)]
 #[derive(Debug, Default, Clone, Copy)]
 pub struct PsimDelay {
     pub point: [u8; PEERMEM_SIM_NAME_MAX],
     pub ms: u32,
     pub count: u32,
+}
+
+/// `struct psim_release`: lets the threads held at a point go.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PsimRelease {
+    pub point: [u8; PEERMEM_SIM_NAME_MAX],
 }
 
 /// `struct psim_counters`: counters of the whole simulated stack.
@@ -154,6 +162,12 @@ pub struct PsimCounters {
     pub win_free_dereg: u64,
     // cudaFree inside the client's acquire (its pin, issue 35)
     pub win_free_in_acquire: u64,
+    // threads held at a delay point now
+    pub delays_held: u64,
+    // where the other side of a held window is (to release it then)
+    pub frees_started: u64,
+    pub invalidations_found: u64,
+    pub free_callbacks_begun: u64,
 }
 
 /// `struct psim_leak_check`: what is left (all zero = no leak).
@@ -274,6 +288,7 @@ pub const PSIM_IOC_DELAY: u32 = iow::<PsimDelay>(0x32);
 pub const PSIM_IOC_LEAK_CHECK: u32 = ior::<PsimLeakCheck>(0x33);
 pub const PSIM_IOC_PROVIDER_CONFIG: u32 = iow::<PsimProviderConfig>(0x34);
 pub const PSIM_IOC_PHASE_TIMES: u32 = iowr::<PsimPhaseTimes>(0x35);
+pub const PSIM_IOC_RELEASE: u32 = iow::<PsimRelease>(0x36);
 
 // Layout pins: sizes and field offsets as the C header declares them.
 const _: () = assert!(size_of::<PsimGpuAlloc>() == 16);
@@ -301,12 +316,15 @@ const _: () = assert!(offset_of!(PsimFault, count) == 40);
 const _: () = assert!(size_of::<PsimDelay>() == 40);
 const _: () = assert!(offset_of!(PsimDelay, ms) == 32);
 const _: () = assert!(offset_of!(PsimDelay, count) == 36);
-const _: () = assert!(size_of::<PsimCounters>() == 256);
+const _: () = assert!(size_of::<PsimRelease>() == 32);
+const _: () = assert!(size_of::<PsimCounters>() == 288);
 const _: () = assert!(offset_of!(PsimCounters, clients_registered) == 64);
 const _: () = assert!(offset_of!(PsimCounters, faults_injected) == 136);
 const _: () = assert!(offset_of!(PsimCounters, win_free_in_get_pages) == 184);
 const _: () = assert!(offset_of!(PsimCounters, win_free_reg) == 232);
 const _: () = assert!(offset_of!(PsimCounters, win_free_in_acquire) == 248);
+const _: () = assert!(offset_of!(PsimCounters, delays_held) == 256);
+const _: () = assert!(offset_of!(PsimCounters, invalidations_found) == 272);
 const _: () = assert!(size_of::<PsimLeakCheck>() == 40);
 const _: () = assert!(size_of::<PsimProviderConfig>() == 24);
 const _: () = assert!(offset_of!(PsimProviderConfig, persistent_supported) == 16);

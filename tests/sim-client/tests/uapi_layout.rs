@@ -25,9 +25,10 @@ int main(void)
 	S(psim_gpu_alloc) S(psim_gpu_free) S(psim_gpu_copy) S(psim_mr_reg)
 	S(psim_mr_dereg) S(psim_hca_xfer) S(psim_mr_query) S(psim_fault)
 	S(psim_delay) S(psim_counters) S(psim_leak_check)
-	S(psim_provider_config) S(psim_phase_times)
+	S(psim_provider_config) S(psim_phase_times) S(psim_release)
 	O(psim_mr_reg, client) O(psim_hca_xfer, engine) O(psim_fault, err)
 	O(psim_counters, delays_taken) O(psim_phase_times, max_ns)
+	O(psim_counters, delays_held) O(psim_counters, free_callbacks_begun)
 	O(psim_provider_config, persistent_supported)
 	O(psim_provider_config, contiguous_backing)
 	I(PSIM_IOC_GPU_ALLOC) I(PSIM_IOC_GPU_FREE) I(PSIM_IOC_GPU_WRITE)
@@ -35,7 +36,7 @@ int main(void)
 	I(PSIM_IOC_MR_QUERY) I(PSIM_IOC_HCA_WRITE) I(PSIM_IOC_HCA_READ)
 	I(PSIM_IOC_COUNTERS) I(PSIM_IOC_FAULT) I(PSIM_IOC_DELAY)
 	I(PSIM_IOC_LEAK_CHECK) I(PSIM_IOC_PROVIDER_CONFIG)
-	I(PSIM_IOC_PHASE_TIMES)
+	I(PSIM_IOC_PHASE_TIMES) I(PSIM_IOC_RELEASE)
 	I(PSIM_ACCESS_LOCAL_WRITE) I(PSIM_ACCESS_REMOTE_WRITE)
 	I(PSIM_ACCESS_REMOTE_READ) I(PSIM_ENGINE_EDU) I(PSIM_ENGINE_CPU)
 	I(PSIM_MR_LIVE) I(PSIM_MR_INVALIDATED) I(PEERMEM_SIM_NAME_MAX)
@@ -109,6 +110,7 @@ fn rust_mirror_matches_c_header() {
             "sizeof_psim_phase_times",
             size_of::<PsimPhaseTimes>() as u64,
         ),
+        ("sizeof_psim_release", size_of::<PsimRelease>() as u64),
         (
             "offsetof_psim_mr_reg_client",
             offset_of!(PsimMrReg, client) as u64,
@@ -121,6 +123,14 @@ fn rust_mirror_matches_c_header() {
         (
             "offsetof_psim_counters_delays_taken",
             offset_of!(PsimCounters, delays_taken) as u64,
+        ),
+        (
+            "offsetof_psim_counters_delays_held",
+            offset_of!(PsimCounters, delays_held) as u64,
+        ),
+        (
+            "offsetof_psim_counters_free_callbacks_begun",
+            offset_of!(PsimCounters, free_callbacks_begun) as u64,
         ),
         (
             "offsetof_psim_phase_times_max_ns",
@@ -149,6 +159,7 @@ fn rust_mirror_matches_c_header() {
         ("PSIM_IOC_LEAK_CHECK", PSIM_IOC_LEAK_CHECK.into()),
         ("PSIM_IOC_PROVIDER_CONFIG", PSIM_IOC_PROVIDER_CONFIG.into()),
         ("PSIM_IOC_PHASE_TIMES", PSIM_IOC_PHASE_TIMES.into()),
+        ("PSIM_IOC_RELEASE", PSIM_IOC_RELEASE.into()),
         ("PSIM_ACCESS_LOCAL_WRITE", PSIM_ACCESS_LOCAL_WRITE.into()),
         ("PSIM_ACCESS_REMOTE_WRITE", PSIM_ACCESS_REMOTE_WRITE.into()),
         ("PSIM_ACCESS_REMOTE_READ", PSIM_ACCESS_REMOTE_READ.into()),

@@ -266,7 +266,7 @@ caught \"y\"
     #[test]
     fn the_reference_client_suite_off_the_primary_kernel() {
         let path = format!(
-            "{}/../vm/on-demand/driver-matrix-refclient.suite",
+            "{}/../vm/suites/driver-matrix-refclient.suite",
             env!("CARGO_MANIFEST_DIR")
         );
         let text = std::fs::read_to_string(&path).unwrap();

@@ -5,7 +5,7 @@
 //!
 //! The join key of a run is its scenario name and arguments less those
 //! that say who ran it or how long: `client`, `rounds`, `quick` and
-//! `rm_lockdep` (see `tests/vm/on-demand/nvidia-vs-ours.suite`). Our side is the
+//! `rm_lockdep` (see `tests/vm/suites/nvidia-vs-ours.suite`). Our side is the
 //! run with no `client` (or `client=rs`) and no planted defect.
 //!
 //! NVIDIA's side reads, per release: `green` (the scenario passed), `red`

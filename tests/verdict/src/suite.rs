@@ -379,7 +379,7 @@ mod tests {
 
     /// Issue 30: a suite file the parser rejects makes its runner die before
     /// its verdict. Every one in the tree (make test's, make check's, the
-    /// self-test's, the soak's, the on-demand ones, the bench's) parses, or this names the file
+    /// self-test's, the soak's, the bench's) parses, or this names the file
     /// and line.
     #[test]
     fn every_suite_file_in_the_tree_parses() {
@@ -409,7 +409,6 @@ mod tests {
             "tests/vm/check/",
             "tests/vm/selftest/",
             "tests/vm/soak-suites/",
-            "tests/vm/on-demand/",
             "tests/bench/",
         ] {
             assert!(

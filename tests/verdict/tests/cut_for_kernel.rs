@@ -33,7 +33,7 @@ fn cut(name: &str, config: Option<&str>, id: &str) -> (bool, String, String, Pat
         .arg(&out)
         .arg(repo().join("tests/vm/suites/field-teeth.suite"))
         .arg(repo().join("tests/vm/suites/module.suite"))
-        .arg(repo().join("tests/vm/on-demand/field-teeth-nvidia.suite"))
+        .arg(repo().join("tests/vm/suites/field-teeth-nvidia.suite"))
         .env("PEERMEM_VM_VERDICT", env!("CARGO_BIN_EXE_vm-verdict"))
         .env("PEERMEM_KERNEL", id)
         .output()

@@ -32,6 +32,7 @@ const COMMANDS: &[&str] = &[
     "fault",
     "fault-clear",
     "delay",
+    "release",
     "config",
     "provider-config",
     "leak-check",
@@ -78,6 +79,7 @@ pub fn run(dev: &SimDevice, cmd: &str, argv: &[String]) -> Result<Outcome, Failu
         "fault" => fault(dev, argv),
         "fault-clear" => fault_clear(dev, argv),
         "delay" => delay(dev, argv),
+        "release" => release(dev, argv),
         "config" | "provider-config" => config(dev, argv),
         "leak-check" => leak_check(dev, argv),
         "phase-times" => phase_times(dev, argv),
@@ -515,6 +517,15 @@ fn delay(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
         0
     };
     dev.delay(&a.pos[0], ms, count)?;
+    ok()
+}
+
+/// `release [POINT]`: the threads held at POINT (every point without one)
+/// go on now.
+fn release(dev: &SimDevice, argv: &[String]) -> Result<Outcome, Failure> {
+    let a = Args::parse(argv, &[], &[])?;
+    a.expect_pos(0, 1)?;
+    dev.release(a.pos.first().map_or("", String::as_str))?;
     ok()
 }
 

@@ -91,7 +91,11 @@ Control:
   counters [NAME]                     every counter on one line, or one value
   fault OP NTH ERRNO [COUNT]          fail the NTH next call of OP with -ERRNO
   fault-clear                         (also: fault clear)
-  delay POINT MS [COUNT]              MS 0 clears POINT; POINT \"\" clears all
+  delay POINT MS [COUNT]              hold the next COUNT passes (0: all) at
+                                      POINT until released or MS is over;
+                                      MS 0 clears POINT; POINT \"\" clears all
+  release [POINT]                     let the threads held at POINT (at every
+                                      point without one) go on now
   config [page_size=4k|64k|128k] [pt_version=N] [map_version=N] [scale=N]
          [persistent=0|1] [contiguous=0|1]
                                       provider knobs (alias: provider-config);
