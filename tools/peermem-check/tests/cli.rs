@@ -113,6 +113,8 @@ fn doctor_fail_tree() {
         "gpu_attributes",
         "kernel_log",
         "dkms_state",
+        // the running kernel is the newest, and its build tree is missing
+        "installed_kernel",
         "systemd_unit",
         // older than the releases that test /sys/module/nvidia_peermem
         "nccl_version",
@@ -128,6 +130,10 @@ fn doctor_fail_tree() {
         "{text}"
     );
     assert!(text.contains("fix: keep one: rmmod"), "{text}");
+    assert!(
+        text.contains("[FAIL] Installed kernel 6.12.0-node (running; newest: the next boot's default): missing: the kernel's build tree (/lib/modules/6.12.0-node/build) ("),
+        "{text}"
+    );
     assert!(text.contains("SYS"), "{text}");
     assert!(
         text.contains("NCCL 2.21.5 (Python wheel nvidia_nccl_cu12 2.21.5 (/usr/local/lib/python3.11/dist-packages)): no: it tests only /sys/kernel/mm/memory_peers/nv_mem/version, /sys/kernel/mm/memory_peers/nvidia-peermem/version, none here; NCCL >= 2.23.4 would (via /sys/module/nvidia_peermem/version)"),
@@ -163,7 +169,7 @@ fn doctor_on_an_empty_tree_explains_everything() {
     let o = run(&["doctor", "--json", "--root", dir.path().to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     let v = json_of(&o);
-    assert_eq!(v["checks"].as_array().unwrap().len(), 21);
+    assert_eq!(v["checks"].as_array().unwrap().len(), 22);
     for c in v["checks"].as_array().unwrap() {
         assert!(!c["detail"].as_str().unwrap().is_empty(), "{c}");
         if c["verdict"] == "fail" {
@@ -173,6 +179,8 @@ fn doctor_on_an_empty_tree_explains_everything() {
     assert_eq!(verdict_of(&v, "nvidia_driver"), "fail");
     assert_eq!(verdict_of(&v, "rdma_devices"), "fail");
     assert_eq!(verdict_of(&v, "gpu_attributes"), "skip");
+    // No kernel installed under the root: one line that says so.
+    assert_eq!(verdict_of(&v, "installed_kernel"), "skip");
 }
 
 #[test]

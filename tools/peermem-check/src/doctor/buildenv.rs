@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Can the running kernel build this module (DKMS does, at every kernel
-//! update)? A Rust module needs a kernel built with `CONFIG_RUST=y`, the
-//! kernel's headers, its compiled Rust crates (`libkernel.rmeta`, ...) and
-//! the very rustc release that compiled them.
+//! update)? The same facts, read for any release ([`build_env`]), judge
+//! every installed kernel too (`kernels.rs`). A Rust module needs a kernel
+//! built with `CONFIG_RUST=y`, the kernel's headers, its compiled Rust
+//! crates (`libkernel.rmeta`, ...) and the very rustc release that
+//! compiled them.
 //!
 //! Ubuntu ships all of it as packages, and doctor names them:
 //! `linux-headers-<release>`, `linux-lib-rust-<release>` (the crates, under
@@ -117,9 +119,15 @@ fn proc_config(r: &SysRoot) -> Option<String> {
 }
 
 /// The kernel's config and where it was read: the kernel package's copy in
-/// `/boot`, the build tree's or the headers' `.config`, else the running
-/// kernel's own `/proc/config.gz`.
-fn kernel_config(r: &SysRoot, kver: &str, headers: &str) -> Option<(String, String)> {
+/// `/boot`, the build tree's or the headers' `.config`, else, for the
+/// running kernel only, its own `/proc/config.gz` (another kernel's config
+/// is not that one).
+fn kernel_config(
+    r: &SysRoot,
+    kver: &str,
+    headers: &str,
+    running: bool,
+) -> Option<(String, String)> {
     [
         format!("/boot/config-{kver}"),
         format!("/lib/modules/{kver}/build/.config"),
@@ -127,7 +135,12 @@ fn kernel_config(r: &SysRoot, kver: &str, headers: &str) -> Option<(String, Stri
     ]
     .into_iter()
     .find_map(|p| r.read(&p).map(|c| (c, p)))
-    .or_else(|| proc_config(r).map(|c| (c, "/proc/config.gz".to_string())))
+    .or_else(|| {
+        running
+            .then(|| proc_config(r))
+            .flatten()
+            .map(|c| (c, "/proc/config.gz".to_string()))
+    })
 }
 
 /// The dangling `rust` link of an Ubuntu HWE headers package: the link's
@@ -174,18 +187,57 @@ fn has_libclang(r: &SysRoot) -> bool {
         })
 }
 
-/// The check: whether the running kernel can build (and load) a Rust
-/// module, and on Ubuntu exactly which packages are missing.
-pub fn kernel_build_env(r: &SysRoot) -> Check {
-    let Some(kver) = kernel_release(r) else {
-        return Check::skip(ID, T, "cannot read the running kernel's release");
-    };
+/// What building the module for one kernel needs and what of it is
+/// installed, read under the root. The running kernel's check and the
+/// installed kernels' lines judge these same facts.
+#[derive(Debug)]
+pub struct BuildEnv {
+    pub kver: String,
+    pub os: OsRelease,
+    pub ubuntu: bool,
+    /// Ubuntu's flavour of the release (`generic`, `nvidia-64k`); `None`
+    /// off Ubuntu and for a kernel that is not one of Ubuntu's.
+    pub flavour: Option<String>,
+    /// On Ubuntu, a kernel whose release is not Ubuntu's shape: it came
+    /// from elsewhere, and Ubuntu's archive has no headers or lib-rust for it.
+    pub foreign: bool,
+    /// Where Ubuntu's headers package installs the build tree.
+    pub headers: String,
+    /// Where Ubuntu's lib-rust package installs the kernel's crates.
+    pub lib_rust: String,
+    pub config_source: Option<String>,
+    /// `CONFIG_RUST=y`; `None` when no config is found.
+    pub rust: Option<bool>,
+    pub rustc_text: Option<String>,
+    /// `rustc-1.NN`, the package of the rustc that built the kernel.
+    pub rustc_pkg: Option<String>,
+    /// A build tree (Ubuntu's headers or `/lib/modules/<kver>/build`).
+    pub build_tree: bool,
+    /// Where the kernel's compiled Rust crates are: Ubuntu's lib-rust
+    /// package or the build tree's own `rust/`, the places the DKMS build
+    /// looks.
+    pub rust_crates: Option<String>,
+    /// The build runs pahole (the kernel makes BTF for modules) and it is
+    /// not installed.
+    pub pahole_missing: bool,
+    /// Why this Ubuntu flavour has no crates to build against, when it is
+    /// one Ubuntu builds without the lib-rust package and none are there.
+    pub no_lib_rust: Option<String>,
+    /// Ubuntu's packages the build needs that are not installed, in `apt
+    /// install` order; empty off Ubuntu and for kernels not Ubuntu's.
+    pub missing: Vec<String>,
+}
+
+/// Reads what building the module for kernel `kver` needs. `running`: the
+/// kernel is the one running, so its `/proc/config.gz` and
+/// `/sys/kernel/btf/vmlinux` speak for it.
+pub fn build_env(r: &SysRoot, kver: &str, running: bool) -> BuildEnv {
     let os = os_release(r).unwrap_or_default();
     let ubuntu = os.id == "ubuntu";
-    let flavour = if ubuntu { ubuntu_flavour(&kver) } else { None };
+    let flavour = if ubuntu { ubuntu_flavour(kver) } else { None };
     let headers = format!("/usr/src/linux-headers-{kver}");
     let lib_rust = format!("/usr/src/linux-lib-rust-{kver}/rust");
-    let (config, config_source) = kernel_config(r, &kver, &headers).unzip();
+    let (config, config_source) = kernel_config(r, kver, &headers, running).unzip();
     let rust = config
         .as_deref()
         .map(|c| config_value(c, "RUST") == Some("y"));
@@ -194,63 +246,158 @@ pub fn kernel_build_env(r: &SysRoot) -> Check {
         .and_then(|c| config_value(c, "RUSTC_VERSION_TEXT"))
         .filter(|t| !t.is_empty())
         .map(str::to_string);
-    let mut data = json!({
-        "kernel": kver,
-        "os": {"id": os.id, "version_id": os.version_id},
-        "flavour": flavour,
-        "config_rust": rust,
-        "config_source": config_source,
-        "rustc_version_text": rustc_text,
-    });
-    // On Ubuntu, a kernel whose release is not Ubuntu's shape came from
-    // elsewhere: Ubuntu's archive has no headers or lib-rust for it.
-    let foreign = ubuntu && flavour.is_none();
-    let where_ = if foreign {
-        format!(
-            "Ubuntu {}, kernel {kver} (not one of Ubuntu's kernels)",
-            os.version_id
-        )
-    } else if ubuntu {
-        format!("Ubuntu {}, kernel {kver}", os.version_id)
-    } else {
-        format!("kernel {kver}")
-    };
-    let generic = ubuntu_generic_fix(&os.version_id);
-
-    // A kernel without Rust cannot build nor load a Rust module at all.
-    if rust == Some(false) {
-        let why = match flavour {
-            Some(f) if f.starts_with("nvidia") => {
-                " (DGX OS's linux-nvidia kernels are built without Rust)"
+    let rustc_pkg = rustc_text.as_deref().and_then(rustc_package);
+    let build_tree = r.exists(&format!("{headers}/Makefile"))
+        || r.exists(&format!("/lib/modules/{kver}/build/Makefile"));
+    let rust_crates = [
+        format!("{lib_rust}/libkernel.rmeta"),
+        format!("/lib/modules/{kver}/build/rust/libkernel.rmeta"),
+    ]
+    .into_iter()
+    .find(|p| r.exists(p));
+    let pahole_missing = rust == Some(true)
+        && needs_pahole(r, config.as_deref(), kver, &headers, running)
+        && !has_program(r, "pahole");
+    let has_lib_rust = r.exists(&format!("{lib_rust}/libkernel.rmeta"));
+    let no_lib_rust = flavour.and_then(|f| {
+        let base = f.strip_suffix("-64k").unwrap_or(f);
+        (NO_LIB_RUST_FLAVOURS.contains(&base) && !has_lib_rust).then(|| {
+            if base == "nvidia" {
+                "DGX OS's linux-nvidia kernels are built without Rust".to_string()
+            } else {
+                format!("Ubuntu builds its -{base} kernels without the linux-lib-rust package")
             }
-            _ => "",
-        };
-        let fix = if foreign {
+        })
+    });
+    let foreign = ubuntu && flavour.is_none();
+    // What the build needs, each with the package that brings it.
+    let mut missing: Vec<String> = Vec::new();
+    if ubuntu && !foreign {
+        if !build_tree {
+            missing.push(format!("linux-headers-{kver}"));
+        }
+        if !has_lib_rust {
+            missing.push(format!("linux-lib-rust-{kver}"));
+        }
+        match &rustc_pkg {
+            Some(p) if !has_program(r, p) => missing.push(p.clone()),
+            _ => {}
+        }
+        if !has_program(r, "bindgen") {
+            missing.push("bindgen".into());
+        }
+        if !has_libclang(r) {
+            missing.push("libclang-dev".into());
+        }
+        if !has_program(r, "dkms") {
+            missing.push("dkms".into());
+        }
+        if pahole_missing {
+            missing.push("dwarves".into());
+        }
+    }
+    BuildEnv {
+        kver: kver.to_string(),
+        flavour: flavour.map(str::to_string),
+        os,
+        ubuntu,
+        foreign,
+        headers,
+        lib_rust,
+        config_source,
+        rust,
+        rustc_text,
+        rustc_pkg,
+        build_tree,
+        rust_crates,
+        pahole_missing,
+        no_lib_rust,
+        missing,
+    }
+}
+
+impl BuildEnv {
+    /// The kernel as the lines about it name it: the distribution, and
+    /// whether the kernel is one of Ubuntu's.
+    pub fn where_(&self) -> String {
+        let kver = &self.kver;
+        if self.foreign {
+            format!(
+                "Ubuntu {}, kernel {kver} (not one of Ubuntu's kernels)",
+                self.os.version_id
+            )
+        } else if self.ubuntu {
+            format!("Ubuntu {}, kernel {kver}", self.os.version_id)
+        } else {
+            format!("kernel {kver}")
+        }
+    }
+
+    /// The one fix for a kernel that cannot build Rust modules at all.
+    pub fn no_rust_fix(&self) -> String {
+        if self.foreign {
             format!(
                 "boot a kernel built with CONFIG_RUST=y, such as Ubuntu's generic kernel (sudo apt install {}, reboot into it, then install the module again)",
-                ubuntu_generic_package(&os.version_id)
+                ubuntu_generic_package(&self.os.version_id)
             )
-        } else if ubuntu {
-            generic.clone()
+        } else if self.ubuntu {
+            ubuntu_generic_fix(&self.os.version_id)
         } else {
             "boot a kernel built with CONFIG_RUST=y (README: 'Does it run on my node?')".to_string()
-        };
+        }
+    }
+
+    /// Why the kernel cannot build the module whatever is installed: built
+    /// without Rust, or an Ubuntu flavour without the lib-rust package.
+    pub fn cannot_build(&self) -> Option<String> {
+        if self.rust == Some(false) {
+            let why = match self.flavour.as_deref() {
+                Some(f) if f.starts_with("nvidia") => {
+                    " (DGX OS's linux-nvidia kernels are built without Rust)"
+                }
+                _ => "",
+            };
+            return Some(format!("built without CONFIG_RUST=y{why}"));
+        }
+        if self.ubuntu && !self.foreign {
+            return self.no_lib_rust.clone();
+        }
+        None
+    }
+}
+
+/// The check: whether the running kernel can build (and load) a Rust
+/// module, and on Ubuntu exactly which packages are missing.
+pub fn kernel_build_env(r: &SysRoot) -> Check {
+    let Some(kver) = kernel_release(r) else {
+        return Check::skip(ID, T, "cannot read the running kernel's release");
+    };
+    let env = build_env(r, &kver, true);
+    let mut data = json!({
+        "kernel": kver,
+        "os": {"id": env.os.id, "version_id": env.os.version_id},
+        "flavour": env.flavour,
+        "config_rust": env.rust,
+        "config_source": env.config_source,
+        "rustc_version_text": env.rustc_text,
+    });
+    let where_ = env.where_();
+    let headers = &env.headers;
+    let lib_rust = &env.lib_rust;
+
+    // A kernel without Rust cannot build nor load a Rust module at all.
+    if env.rust == Some(false) {
+        let why = env.cannot_build().unwrap_or_default();
         return Check::fail(
             ID,
             T,
-            format!(
-                "{where_}: built without CONFIG_RUST=y{why}: it cannot build or load Rust modules"
-            ),
+            format!("{where_}: {why}: it cannot build or load Rust modules"),
         )
-        .fix(fix)
+        .fix(env.no_rust_fix())
         .data(data);
     }
-    if !ubuntu || foreign {
-        let headers_any = format!("/lib/modules/{kver}/build");
-        if rust == Some(true)
-            && needs_pahole(r, config.as_deref(), &kver, &headers_any)
-            && !has_program(r, "pahole")
-        {
+    if !env.ubuntu || env.foreign {
+        if env.pahole_missing {
             return Check::fail(
                 ID,
                 T,
@@ -259,7 +406,7 @@ pub fn kernel_build_env(r: &SysRoot) -> Check {
             .fix("install pahole (Debian/Ubuntu: apt install dwarves; Fedora/RHEL: dnf install dwarves)")
             .data(data);
         }
-        return match rust {
+        return match env.rust {
             Some(true) => Check::pass(
                 ID,
                 T,
@@ -277,57 +424,23 @@ pub fn kernel_build_env(r: &SysRoot) -> Check {
 
     // Ubuntu: the flavours built without linux-lib-rust have nothing to
     // build against, whatever is installed.
-    if let Some(f) = flavour {
-        let base = f.strip_suffix("-64k").unwrap_or(f);
-        if NO_LIB_RUST_FLAVOURS.contains(&base) && !r.exists(&format!("{lib_rust}/libkernel.rmeta"))
-        {
-            let what = if base == "nvidia" {
-                "DGX OS's linux-nvidia kernels are built without Rust".to_string()
-            } else {
-                format!("Ubuntu builds its -{base} kernels without the linux-lib-rust package")
-            };
-            return Check::fail(
-                ID,
-                T,
-                format!("{where_}: {what}: no Rust crates to build the module against"),
-            )
-            .fix(generic)
-            .data(data);
-        }
+    if let Some(what) = &env.no_lib_rust {
+        return Check::fail(
+            ID,
+            T,
+            format!("{where_}: {what}: no Rust crates to build the module against"),
+        )
+        .fix(env.no_rust_fix())
+        .data(data);
     }
 
-    // What the build needs, each with the package that brings it.
-    let rustc_pkg = rustc_text.as_deref().and_then(rustc_package);
-    let mut missing: Vec<String> = Vec::new();
-    if !r.exists(&format!("{headers}/Makefile"))
-        && !r.exists(&format!("/lib/modules/{kver}/build/Makefile"))
-    {
-        missing.push(format!("linux-headers-{kver}"));
-    }
-    if !r.exists(&format!("{lib_rust}/libkernel.rmeta")) {
-        missing.push(format!("linux-lib-rust-{kver}"));
-    }
-    match &rustc_pkg {
-        Some(p) if !has_program(r, p) => missing.push(p.clone()),
-        _ => {}
-    }
-    if !has_program(r, "bindgen") {
-        missing.push("bindgen".into());
-    }
-    if !has_libclang(r) {
-        missing.push("libclang-dev".into());
-    }
-    if !has_program(r, "dkms") {
-        missing.push("dkms".into());
-    }
-    if needs_pahole(r, config.as_deref(), &kver, &headers) && !has_program(r, "pahole") {
-        missing.push("dwarves".into());
-    }
+    let rustc_pkg = env.rustc_pkg.clone();
+    let missing = &env.missing;
     data["missing_packages"] = json!(missing);
     data["rustc_package"] = json!(rustc_pkg);
 
     // HWE headers link their `rust` to a directory no package installs.
-    let link_fix = dangling_rust_link(r, &headers).map(|dir| {
+    let link_fix = dangling_rust_link(r, headers).map(|dir| {
         let name = dir.trim_start_matches("/usr/src/");
         (
             format!("{headers}/rust points to the missing {dir}/rust (Ubuntu HWE packaging); this module's build looks in {lib_rust} itself"),
@@ -337,7 +450,7 @@ pub fn kernel_build_env(r: &SysRoot) -> Check {
     data["dangling_rust_link"] = json!(link_fix.is_some());
 
     if !missing.is_empty() {
-        let rustc_note = match (&rustc_pkg, &rustc_text) {
+        let rustc_note = match (&rustc_pkg, &env.rustc_text) {
             (Some(p), Some(t)) if missing.contains(p) => {
                 format!("; the kernel was built by '{t}': install {p} (a rustup rustc of the same number fails with E0514)")
             }
@@ -399,11 +512,17 @@ pub fn kernel_build_env(r: &SysRoot) -> Check {
 /// module BTF with CONFIG_DEBUG_INFO_BTF_MODULES=y when the build tree has
 /// a vmlinux (Ubuntu's headers ship a BTF-only one); for the running kernel
 /// /sys/kernel/btf/vmlinux says the same.
-fn needs_pahole(r: &SysRoot, config: Option<&str>, kver: &str, headers: &str) -> bool {
+fn needs_pahole(
+    r: &SysRoot,
+    config: Option<&str>,
+    kver: &str,
+    headers: &str,
+    running: bool,
+) -> bool {
     config.and_then(|c| config_value(c, "DEBUG_INFO_BTF_MODULES")) == Some("y")
         && (r.exists(&format!("{headers}/vmlinux"))
             || r.exists(&format!("/lib/modules/{kver}/build/vmlinux"))
-            || r.exists("/sys/kernel/btf/vmlinux"))
+            || (running && r.exists("/sys/kernel/btf/vmlinux")))
 }
 
 /// The fix for a kernel Ubuntu builds without Rust: the generic kernel of
@@ -451,6 +570,25 @@ mod tests {
         );
         assert_eq!(rustc_package("clang 19"), None);
         assert_eq!(rustc_package("rustc x.y"), None);
+    }
+
+    /// `/proc/config.gz` is the running kernel's: another kernel's config
+    /// is read from its own files only.
+    #[test]
+    fn proc_config_speaks_for_the_running_kernel_only() {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(b"CONFIG_RUST=y\n").unwrap();
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("proc")).unwrap();
+        std::fs::write(d.path().join("proc/config.gz"), gz.finish().unwrap()).unwrap();
+        let r = SysRoot::new(d.path());
+        let running = build_env(&r, "7.0.0-14-generic", true);
+        assert_eq!(running.rust, Some(true));
+        assert_eq!(running.config_source.as_deref(), Some("/proc/config.gz"));
+        let other = build_env(&r, "7.0.0-15-generic", false);
+        assert_eq!(other.rust, None);
+        assert_eq!(other.config_source, None);
     }
 
     #[test]

@@ -76,6 +76,57 @@ fn build_error(r: &SysRoot, name: &str, version: &str) -> Option<String> {
         .map(|l| l.trim().to_string())
 }
 
+/// This project's DKMS modules registered with DKMS, as (name, version):
+/// those whose source DKMS holds.
+pub fn registered(r: &SysRoot) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    for name in DKMS_NAMES {
+        for version in r.list(&format!("/var/lib/dkms/{name}")) {
+            if r.exists(&format!("/var/lib/dkms/{name}/{version}/source"))
+                || r.exists(&format!("/usr/src/{name}-{version}/dkms.conf"))
+            {
+                out.push((*name, version));
+            }
+        }
+    }
+    out
+}
+
+/// The module file DKMS module `name` installed for kernel `kver`, in the
+/// directories distributions have DKMS install to.
+fn installed_file(r: &SysRoot, name: &str, kver: &str) -> Option<String> {
+    // The drop-in's dkms.conf installs nvidia_peermem.ko, beside the
+    // nvidia-peermem.ko an NVIDIA driver's DKMS package may own.
+    let module = if name.ends_with("-dropin") {
+        "nvidia_peermem"
+    } else {
+        "nvidia_peermem_rs"
+    };
+    ["updates/dkms", "updates", "extra"].iter().find_map(|d| {
+        ko_names(module)
+            .into_iter()
+            .map(|f| format!("/lib/modules/{kver}/{d}/{f}"))
+            .find(|p| r.exists(p))
+    })
+}
+
+/// Where this project's module is installed for kernel `kver`: a file DKMS
+/// installed (under either DKMS name), DKMS's record of the installation,
+/// or an `nvidia_peermem_rs` that depmod indexed (installed by hand).
+pub fn installed_module(r: &SysRoot, kver: &str) -> Option<String> {
+    let arch = machine(r);
+    DKMS_NAMES
+        .iter()
+        .find_map(|n| installed_file(r, n, kver))
+        .or_else(|| {
+            DKMS_NAMES
+                .iter()
+                .map(|n| format!("/var/lib/dkms/{n}/kernel-{kver}-{arch}"))
+                .find(|p| r.exists(p))
+        })
+        .or_else(|| modprobe_file(r, kver, "nvidia_peermem_rs"))
+}
+
 /// DKMS state of this project's module for the running kernel.
 pub fn dkms_state(r: &SysRoot) -> Check {
     const T: &str = "DKMS (running kernel)";
@@ -87,16 +138,7 @@ pub fn dkms_state(r: &SysRoot) -> Check {
         );
     };
     let arch = machine(r);
-    let mut registered = Vec::new();
-    for name in DKMS_NAMES {
-        for version in r.list(&format!("/var/lib/dkms/{name}")) {
-            if r.exists(&format!("/var/lib/dkms/{name}/{version}/source"))
-                || r.exists(&format!("/usr/src/{name}-{version}/dkms.conf"))
-            {
-                registered.push((*name, version));
-            }
-        }
-    }
+    let registered = registered(r);
     let mut data = json!({"kernel": kver, "arch": arch, "registered": registered
         .iter()
         .map(|(n, v)| format!("{n}/{v}"))
@@ -125,21 +167,8 @@ pub fn dkms_state(r: &SysRoot) -> Check {
     let mut found = Vec::new();
     for (name, version) in &registered {
         let built = r.exists(&format!("/var/lib/dkms/{name}/{version}/{kver}/{arch}"));
-        // The drop-in's dkms.conf installs nvidia_peermem.ko, beside the
-        // nvidia-peermem.ko an NVIDIA driver's DKMS package may own.
-        let modules: &[&str] = if name.ends_with("-dropin") {
-            &["nvidia_peermem"]
-        } else {
-            &["nvidia_peermem_rs"]
-        };
         let installed = r.exists(&format!("/var/lib/dkms/{name}/kernel-{kver}-{arch}"))
-            || ["updates/dkms", "updates", "extra"].iter().any(|d| {
-                modules.iter().any(|m| {
-                    ko_names(m)
-                        .iter()
-                        .any(|f| r.exists(&format!("/lib/modules/{kver}/{d}/{f}")))
-                })
-            });
+            || installed_file(r, name, &kver).is_some();
         found.push((name, version, built, installed));
     }
     data["states"] = json!(found

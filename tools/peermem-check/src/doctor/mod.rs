@@ -7,6 +7,7 @@ pub mod buildenv;
 pub mod bundle;
 pub mod dmesg;
 pub mod install;
+pub mod kernels;
 pub mod libraries;
 pub mod node;
 pub mod pci;
@@ -68,12 +69,17 @@ pub fn run(inp: &Inputs) -> Vec<Check> {
         buildenv::kernel_build_env(r),
         node::installed_modules(r),
         install::dkms_state(r),
+    ];
+    // The running kernel's lines above; the kernel the next boot starts
+    // may be another: one line for each installed kernel.
+    checks.extend(kernels::checks(r));
+    checks.extend([
         install::systemd_unit(r),
         install::modprobe_target(r),
         node::secure_boot_check(r),
         p2p_page_table(r),
         gpudirect_visibility(r),
-    ];
+    ]);
     // Which NCCL and UCX are installed, and whether their versions test
     // the files the line above found (doctor/libraries.rs).
     checks.extend(libraries::checks(r));

@@ -204,14 +204,19 @@ pub fn installed_modules(r: &SysRoot) -> Check {
     }
 }
 
+/// The module that exports the PeerDirect API for kernel `kver` and the
+/// file modprobe loads for it, as depmod decided; `None` where none does.
+pub fn peerdirect_exporter(r: &SysRoot, kver: &str) -> Option<(String, String)> {
+    let m = symbol_owner(r, kver, PEERDIRECT_SYMBOL)?;
+    let f = modules_dep(r, kver)?.get(&m)?.clone();
+    Some((m, f))
+}
+
 /// The fix, for the loaded RDMA stack lacking PeerDirect: `Some` with the
 /// module that has it when this kernel's installed stack does (DOCA-OFED
 /// installed since boot).
 pub fn installed_exporter(r: &SysRoot) -> Option<(String, String)> {
-    let kver = kernel_release(r)?;
-    let m = symbol_owner(r, &kver, PEERDIRECT_SYMBOL)?;
-    let f = modules_dep(r, &kver)?.get(&m)?.clone();
-    Some((m, f))
+    peerdirect_exporter(r, &kernel_release(r)?)
 }
 
 /// Secure Boot on, off, or unknown (`None`).
