@@ -137,6 +137,7 @@ packaging-print-files:
 	echo "$(MODPROBEDIR)/$(PKG_NAME).conf"; \
 	echo "$(PEERMEM_CONFDIR)/build.conf"; \
 	echo "$(LIBEXECDIR)/$(PKG_NAME)-guard"; \
+	echo "$(LIBEXECDIR)/$(PKG_NAME)-rebuild"; \
 	echo "$(SYSTEMDUNITDIR)/$(PKG_NAME).service"; \
 	echo "$(DOCDIR)/README.md"; } | sed 's|^/||' | sort
 
@@ -165,6 +166,7 @@ install: dkms-source
 	chmod 0644 $(DESTDIR)$(MODPROBEDIR)/$(PKG_NAME).conf
 	install -m 0644 $(PKG_SRC)/build.conf $(DESTDIR)$(PEERMEM_CONFDIR)/build.conf
 	install -m 0755 $(PKG_SRC)/libexec/$(PKG_NAME)-guard $(DESTDIR)$(LIBEXECDIR)/$(PKG_NAME)-guard
+	install -m 0755 $(PKG_SRC)/libexec/$(PKG_NAME)-rebuild $(DESTDIR)$(LIBEXECDIR)/$(PKG_NAME)-rebuild
 	$(PKG_SUBST_UNIT) $(PKG_SRC)/systemd/$(PKG_NAME).service > $(DESTDIR)$(SYSTEMDUNITDIR)/$(PKG_NAME).service
 	chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$(PKG_NAME).service
 	install -m 0644 $(PKG_SRC)/README.md $(DESTDIR)$(DOCDIR)/README.md
@@ -180,6 +182,7 @@ uninstall:
 	rm -f $(DESTDIR)$(MODPROBEDIR)/$(PKG_NAME).conf \
 		$(DESTDIR)$(PEERMEM_CONFDIR)/build.conf \
 		$(DESTDIR)$(LIBEXECDIR)/$(PKG_NAME)-guard \
+		$(DESTDIR)$(LIBEXECDIR)/$(PKG_NAME)-rebuild \
 		$(DESTDIR)$(SYSTEMDUNITDIR)/$(PKG_NAME).service \
 		$(DESTDIR)$(DOCDIR)/README.md
 	if [ "$(PEERMEM_DROPIN)" = 1 ]; then rm -f $(DESTDIR)$(PKG_DKMS_FORCE_DIR)/$(PKG_DKMS_NAME) \
@@ -252,7 +255,7 @@ PKG_RPM_DIST := $(PKG_NAME)-$(PKG_VERSION)
 PKG_RPM_DATA := packaging/packaging.mk packaging/build.conf packaging/README.md \
 	packaging/dkms/dkms.conf packaging/dkms/Makefile \
 	packaging/modprobe.d/$(PKG_NAME).conf packaging/depmod.d/$(PKG_NAME)-dropin.conf \
-	packaging/libexec/$(PKG_NAME)-guard \
+	packaging/libexec/$(PKG_NAME)-guard packaging/libexec/$(PKG_NAME)-rebuild \
 	packaging/systemd/$(PKG_NAME).service LICENSE CHANGELOG.md
 PKG_RPM := $(PKG_RPM_TOP)/RPMS/noarch/$(PKG_RPM_DIST)-1.noarch.rpm
 # On a host whose packages are not in an RPM database (Debian), rpmbuild

@@ -89,7 +89,7 @@ echo "packaging-test: version $version, kernel ${kver:-none} (${kdir:-no KDIR})"
 # --- static checks ---------------------------------------------------------
 test_shellcheck() {
 	command -v shellcheck >/dev/null || die "shellcheck missing (packaging/deps.txt)"
-	shellcheck -s sh "$pkg/libexec/nvidia-peermem-rs-guard" "$pkg/deb/build-deb.sh" "$pkg/deb/build-tool-deb.sh" \
+	shellcheck -s sh "$pkg/libexec/nvidia-peermem-rs-guard" "$pkg/libexec/nvidia-peermem-rs-rebuild" "$pkg/deb/build-deb.sh" "$pkg/deb/build-tool-deb.sh" \
 		"$repo/tests/scenarios/packaging_dkms_load.sh" &&
 		shellcheck -s bash "$repo/scripts/print-build-env.sh" &&
 		shellcheck -s bash "$pkg/tests/run.sh" &&
@@ -1287,6 +1287,9 @@ test_deb() {
 		diff - "$T/debx/DEBIAN/triggers" || die "DEBIAN/triggers"
 	mkdir -p "$T/failbin" && printf '#!/bin/sh\necho "dkms $*"; exit 11\n' >"$T/failbin/dkms" && chmod 755 "$T/failbin/dkms"
 	PATH="$T/failbin:$PATH" sh "$T/debx/DEBIAN/postinst" triggered /usr/src || die "postinst triggered failed"
+	grep -q "^	/usr/libexec/$name/$name-rebuild \"\$DKMS_NAME\" \"\$DKMS_VERSION\" || :" "$T/debx/DEBIAN/postinst" ||
+		die "the postinst's trigger does not run $name-rebuild"
+	rebuild_never_fails "$T/debx/usr/libexec/$name/$name-rebuild"
 	[ "$(dpkg-deb -c "$deb" | awk '{print $2}' | sort -u)" = root/root ] || die "files not owned by root/root"
 	grep -q "/usr/libexec/$name/$name-guard" "$T/debx/etc/modprobe.d/$name.conf" || die "guard path in deb"
 	systemd-analyze verify --man=no "$T/debx/lib/systemd/system/$name.service" || die "unit in deb"
@@ -1372,6 +1375,16 @@ test_deb_tool() {
 # runs dkms add/install and remove in its scriptlets, and carries exactly
 # the DKMS tree of make dkms-source and the files of make install. Not
 # checked: installing it on an RPM distribution (none here).
+# rebuild_never_fails SCRIPT: the trigger's rebuild exits 0 with a dkms
+# that fails for every kernel (stubbed), and 2 on a usage error.
+rebuild_never_fails() {
+	mkdir -p "$T/failbin" && printf '#!/bin/sh\necho "dkms $*"; exit 11\n' >"$T/failbin/dkms" &&
+		chmod 755 "$T/failbin/dkms" || die "dkms stub"
+	PATH="$T/failbin:$PATH" sh "$1" "$name" "$version" || die "$1 failed with a failing dkms"
+	sh "$1" >/dev/null 2>&1
+	[ $? = 2 ] || die "$1 without arguments: not a usage error"
+}
+
 test_rpm() {
 	local rpm=$out/rpm/RPMS/noarch/$name-$version-1.noarch.rpm x=$T/rpmx
 	command -v rpmbuild >/dev/null || die "rpmbuild missing (packaging/deps.txt: rpm)"
@@ -1384,12 +1397,19 @@ test_rpm() {
 	rpm -qp --requires "$rpm" | grep -qx 'dwarves' || die "the RPM does not require dwarves (pahole)"
 	[ "$(rpm -qpc "$rpm" | LC_ALL=C sort | tr '\n' ' ')" = "/etc/modprobe.d/$name.conf /etc/$name/build.conf " ] ||
 		die "config files: $(rpm -qpc "$rpm")"
+	# The file trigger: installs under /usr/src or /lib/modules (a kernel's
+	# Rust metadata, NVIDIA's or DOCA-OFED's modules) run the rebuild.
+	rpm -qp --filetriggers "$rpm" >"$res/rpm-filetriggers.txt"
+	grep -q "^transfiletriggerin scriptlet (using /bin/sh) -- /lib/modules, /usr/lib/modules, /usr/src" "$res/rpm-filetriggers.txt" &&
+		grep -qx "/usr/libexec/$name/$name-rebuild $name $version || :" "$res/rpm-filetriggers.txt" ||
+		die "file trigger: $(cat "$res/rpm-filetriggers.txt")"
 	rpm -qp --scripts "$rpm" >"$res/rpm-scripts.txt"
 	grep -q "dkms add -m $name -v $version" "$res/rpm-scripts.txt" &&
 		grep -q "dkms install -m $name -v $version" "$res/rpm-scripts.txt" &&
 		grep -q "dkms remove -m $name -v $version --all" "$res/rpm-scripts.txt" ||
 		die "scriptlets: $(cat "$res/rpm-scripts.txt")"
 	rm -rf "$x" && mkdir -p "$x" && (cd "$x" && rpm2cpio "$rpm" | cpio -idm --quiet) || die "unpack"
+	rebuild_never_fails "$x/usr/libexec/$name/$name-rebuild"
 	(cd "$x" && find . -type f | sed 's|^\./||' | LC_ALL=C sort) >"$res/rpm.files"
 	{
 		expected_files usr usr/lib/systemd/system "usr/share/doc/$name"
