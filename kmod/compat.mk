@@ -41,6 +41,10 @@ endif
 pm_compat_cfg := kmod/compat-$(KERNELRELEASE).cfg
 rustflags-y += @$(obj)/$(pm_compat_cfg)
 
+# A probe is false only when rustc rejects it (exit 1); rustc ending
+# otherwise (killed by the OOM killer in a parallel autoinstall, an
+# internal error) stops the build with nothing cached, so the next build
+# probes again. Each probe's log stays in <verdicts>.probes/.
 # A probe is compiled as the module's objects are (the kernel's own
 # rust_common_cmd), less the verdicts it is making, with lints capped: a
 # warning must not decide a probe. The baseline has to compile on every
@@ -61,12 +65,19 @@ quiet_cmd_pm_compat = PROBE   $@
 		grep -m 5 -E '^error' $$d/baseline.log >&2 || tail -n 5 $$d/baseline.log >&2; \
 		exit 1; \
 	fi; \
-	: >$@.tmp; yes=; \
+	: >$@.tmp; yes=; no=; \
 	for p in $(pm_compat_probes); do \
-		if probe $$p; then printf -- '--cfg\npm_%s\n' $$p >>$@.tmp; yes="$$yes $$p"; fi; \
+		if probe $$p; then printf -- '--cfg\npm_%s\n' $$p >>$@.tmp; yes="$$yes $$p"; \
+		else rc=$$?; \
+			if [ $$rc -ne 1 ]; then \
+				echo "nvidia_peermem_rs: the kernel crate probe $$p did not finish: rustc exited $$rc, not with a compile error (killed, out of memory?); nothing is cached: build again ($$d/$$p.log)" >&2; \
+				tail -n 3 $$d/$$p.log >&2; rm -f $@.tmp; exit 1; \
+			fi; \
+			no="$$no $$p"; \
+		fi; \
 	done; \
-	echo "nvidia_peermem_rs: kernel crate probes true:$${yes:- none}"; \
-	mv $@.tmp $@; rm -rf $$d $(depfile)
+	echo "nvidia_peermem_rs: kernel crate probes true:$${yes:- none}; false:$${no:- none}$${no:+ (why: $$d/<probe>.log)}"; \
+	mv $@.tmp $@; rm -f $(depfile)
 
 # Compiled as part of the module: the flags the kernel gives module objects
 # only (--cfg MODULE, a sanitizer's ABI) are the probes' too.
@@ -77,7 +88,7 @@ $(obj)/$(pm_compat_cfg): $(src)/kmod/compat.mk $(pm_kernel_rmeta) \
 
 $(obj)/kmod/nvidia_peermem_rs.o $(obj)/kmod/nvidia_peermem_rs_kunit.o: $(obj)/$(pm_compat_cfg)
 
-clean-files += $(pm_compat_cfg)
+clean-files += $(pm_compat_cfg) $(pm_compat_cfg).probes
 
 # Not probed: what 7.x's kernel crate offers and 6.12's lacks, kept as
 # one implementation for both kernels (kmod/params.rs and kmod/debugfs.rs

@@ -94,7 +94,8 @@ PKG_MODULE_FILES = $(filter-out $(PKG_TEST_ONLY_FILES),$(shell cd $(PKG_ROOT) &&
 	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
 		git ls-files --cached -- VERSION Kbuild kmod ffi; \
 	else find VERSION Kbuild kmod ffi -type f ! -name '.*' ! -name '*.o' ! -name '*.ko' \
-		! -name '*.mod' ! -name '*.mod.c' ! -name '*.rmeta' ! -name '*_generated.rs'; \
+		! -name '*.mod' ! -name '*.mod.c' ! -name '*.rmeta' ! -name '*_generated.rs' \
+		! -name 'compat-*.cfg' ! -path '*/compat-*.cfg.probes/*'; \
 	fi | LC_ALL=C sort -u | while read -r f; do test -f "$$f" && echo "$$f"; done))
 
 .PHONY: dkms-source install uninstall dkms-install dkms-remove deb deb-tool rpm packaging-test \

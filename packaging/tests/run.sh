@@ -858,6 +858,24 @@ make_sysroot() {
 		grep -q nvidia_p2p_get_pages "$nvidia_sysroot_src/Module.symvers"
 }
 
+# A kernel crate probe whose rustc is killed (the OOM killer in a parallel
+# dkms autoinstall) stops the build with its reason and caches no verdict:
+# the next build probes again instead of building on a false "no".
+test_compat_probe_killed() {
+	local st=$T/compatck o
+	rm -rf "$st" && cp -r "$out/dkms/$name-$version" "$st" || return 1
+	printf '#!/bin/sh\ncase " $* " in *" pm_probe_module_authors "*) kill -9 $$ ;; esac\nexec /usr/bin/rustc "$@"\n' \
+		>"$T/rustc-killed" && chmod 755 "$T/rustc-killed" || return 1
+	# shellcheck source=/dev/null
+	if o=$(. "$repo/tests/kernel/toolchain.sh" &&
+		make -s -C "$kdir" M="$st" "${PEERMEM_KMAKE_ARGS[@]}" RUSTC="$T/rustc-killed" modules 2>&1); then
+		die "the build succeeded with a probe's rustc killed"
+	fi
+	echo "$o" | grep -m 1 "probe module_authors did not finish" ||
+		die "the build failed without saying why: $(echo "$o" | tail -n 5)"
+	! ls "$st"/kmod/compat-*.cfg 2>/dev/null || die "a verdict was cached: $(ls "$st"/kmod/compat-*.cfg)"
+}
+
 # The DKMS Makefile's own diagnostics, each a one-line reason (no compiling).
 test_build_env_checks() {
 	local st=$T/envcheck
@@ -1490,6 +1508,7 @@ else
 	t dkms-source test_dkms_source
 	t sysroot make_sysroot
 	t build-env-checks test_build_env_checks
+	t compat-probe-killed test_compat_probe_killed
 	t dkms-build-install test_dkms_build_install
 	t dkms-dropin test_dkms_dropin
 	t dkms-build-exclusive test_dkms_build_exclusive
