@@ -173,4 +173,14 @@ void pm_shim_registry_unlock(void);
 struct device *pm_shim_test_get_pci_device(void);
 void pm_shim_test_put_pci_device(struct device *dev);
 
+/*
+ * KUnit test module only: where the C compiler puts what the kernel crate's
+ * bindings describe too, to check them against: the sizes of spinlock_t and
+ * sg_table, and the offsets in task_struct of se, rt, dl, stats, policy,
+ * sched_info, tasks, mm and pid (@field 0 to 8).
+ */
+unsigned long pm_shim_test_task_offset(unsigned int field);
+unsigned long pm_shim_test_spinlock_size(void);
+unsigned long pm_shim_test_sg_table_size(void);
+
 #endif /* PEERMEM_RS_SHIM_H */

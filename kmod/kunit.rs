@@ -14,6 +14,7 @@ pub(crate) mod mock;
 mod client_tables;
 mod debugfs;
 mod invalidation;
+mod layouts;
 mod lifecycle;
 mod p2p;
 mod range_params;
@@ -125,6 +126,7 @@ pub(crate) const fn suite(name: &str, cases: *mut bindings::kunit_case) -> bindi
 use client_tables::*;
 use debugfs::*;
 use invalidation::*;
+use layouts::*;
 use lifecycle::*;
 use p2p::*;
 use range_params::*;
@@ -134,6 +136,7 @@ use sg::*;
 kunit_suite!(
     "nvidia_peermem_rs",
     [
+        kernel_crate_layouts_match_c,
         range_aligns_outward,
         range_rejects_empty_and_overflow,
         params_validate,
