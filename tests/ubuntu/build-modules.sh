@@ -111,8 +111,9 @@ dpkg-deb -x "$deb" "$root"
 # DEST_MODULE_NAME), beside a DKMS-built driver's nvidia-peermem.ko.
 dropin=$(dkms_build "$root/usr/src/$name-dropin-$version" "$name-dropin" nvidia_peermem)
 
-# The node as modprobe sees it once dkms installed both (dkms runs depmod
-# with the node's depmod.d: the drop-in's line is there now): the module
+# The node as modprobe sees it once dkms installed both: depmod, which a
+# node's dkms runs itself (here --no-depmod), with the node's depmod.d, the
+# drop-in package's line now among it. Then the module
 # resolves to DOCA-OFED's ib_uverbs and nvidia-peermem to the drop-in, and
 # both builds read their PeerDirect CRCs from that ib_uverbs.
 depmod -b "$root" -C "$root/etc/depmod.d" "$kver" 2>"$logs/depmod.log" || fail "depmod of the layout ($logs/depmod.log)"
