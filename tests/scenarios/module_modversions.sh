@@ -2,7 +2,7 @@
 # shellcheck disable=SC1091,SC2154 # lib.sh and module_lib.sh, at /scenarios in the VM
 # On a CONFIG_MODVERSIONS kernel (Ubuntu's) the loader compares the symbol
 # version the module recorded for each import with the exporter's. The
-# module dkms built from the installed nvidia.ko.zst and ib_core.ko.zst
+# module dkms built from the installed nvidia.ko and DOCA-OFED's ib_uverbs.ko.zst
 # recorded theirs and loads; the same module built with CRC 0 for them (the
 # column a build that does not read the .ko files' CRCs writes) is refused,
 # naming the symbol, and leaves nothing behind.

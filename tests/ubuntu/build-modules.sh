@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The module for an Ubuntu-shaped kernel of the matrix, built as a node
 # builds it: from the installed layout alone (stage-layout.sh: headers
-# without Rust sources, linux-lib-rust, the NVIDIA driver and DOCA-OFED as
-# .ko.zst files), by the real dkms, from the DKMS tree and from the Debian
+# without Rust sources, linux-lib-rust; install-modules.sh: the NVIDIA
+# driver, the inbox RDMA stack and DOCA-OFED's as module files), by the
+# real dkms, from the DKMS tree and from the Debian
 # package, with the kernel's rustc found as Ubuntu's rustc-1.NN:
 #   build-modules.sh <kernel build tree> <module tree>
 # <module tree> holds the sources and the fixtures built against the kernel
@@ -36,8 +37,21 @@ fail() {
 # PEERMEM_UBUNTU_LAYOUT=hwe: the HWE headers' dangling rust link.
 kver=$("$repo/tests/ubuntu/stage-layout.sh" "$ktree" "$root" "${PEERMEM_UBUNTU_LAYOUT:-}" 2>"$logs/stage.log") ||
 	fail "staging the layout failed ($logs/stage.log)"
-"$repo/tests/ubuntu/install-modules.sh" "$root" "$kver" "$tree/tests/fixtures" >"$logs/install.log" 2>&1 ||
-	fail "installing the driver and core stand-ins failed ($logs/install.log)"
+# The RDMA modules without PeerDirect that the node has beside DOCA-OFED's
+# ib_uverbs (tests/fixtures/rdma_standin), out of the module tree the VM
+# takes its modules from (nothing loads them). On a kernel only prepared
+# for external modules (no vmlinux, an empty Module.symvers) modpost cannot
+# check the kernel's own exports they use.
+standin=$tree/build/rdma-standin
+mkdir -p "$standin"
+(cd "$repo/tests/fixtures/rdma_standin" && tar -cf - Kbuild ./*.c ./*.h) | tar -C "$standin" -xf -
+modpost_warn=()
+[ -s "$ktree/Module.symvers" ] || modpost_warn=(KBUILD_MODPOST_WARN=1)
+make -s -C "$ktree" M="$standin" "${PEERMEM_KMAKE_ARGS[@]}" "${modpost_warn[@]}" modules \
+	>"$logs/rdma-standin.log" 2>&1 ||
+	fail "building the RDMA stand-ins failed ($logs/rdma-standin.log)"
+"$repo/tests/ubuntu/install-modules.sh" "$root" "$kver" "$tree/tests/fixtures" "$standin" >"$logs/install.log" 2>&1 ||
+	fail "installing the driver and RDMA stand-ins failed ($logs/install.log)"
 hdr=$root/usr/src/linux-headers-$kver
 
 # The kernel's rustc by the name Ubuntu gives it (rustc-1.93 there), ahead of
@@ -96,6 +110,15 @@ dpkg-deb -x "$deb" "$root"
 # dkms installs the drop-in as nvidia_peermem.ko (its dkms.conf's
 # DEST_MODULE_NAME), beside a DKMS-built driver's nvidia-peermem.ko.
 dropin=$(dkms_build "$root/usr/src/$name-dropin-$version" "$name-dropin" nvidia_peermem)
+
+# The node as modprobe sees it once dkms installed both: depmod, which a
+# node's dkms runs itself (here --no-depmod), with the node's depmod.d, the
+# drop-in package's line now among it. Then the module
+# resolves to DOCA-OFED's ib_uverbs and nvidia-peermem to the drop-in, and
+# both builds read their PeerDirect CRCs from that ib_uverbs.
+depmod -b "$root" -C "$root/etc/depmod.d" "$kver" 2>"$logs/depmod.log" || fail "depmod of the layout ($logs/depmod.log)"
+"$repo/tests/ubuntu/check-layout.sh" "$root" "$kver" "$logs/make-$name.log" "$logs/make-$name-dropin.log" \
+	>"$logs/layout.log" 2>&1 || { cat "$logs/layout.log" >&2; fail "the layout does not resolve as a node's would ($logs/layout.log)"; }
 
 # The KUnit module (never packaged): the DKMS tree's Makefile, same layout
 # (dkms keeps no build directory: this build's exports are compared below).

@@ -8,7 +8,7 @@
 # and modpost is told to let those go (KBUILD_MODPOST_WARN=1); every other
 # step is the one make test runs on 7.1-ubuntu (tests/ubuntu/build-modules.sh):
 # the compat probes against the .rmeta, the exports and CRCs of the
-# installed nvidia.ko.zst and ib_core.ko.zst, dkms from the DKMS tree and
+# installed nvidia.ko and DOCA-OFED's ib_uverbs.ko.zst, dkms from the DKMS tree and
 # from the Debian package, the kernel's rustc as rustc-<major.minor>.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -22,7 +22,7 @@ mkdir -p "$tree"
 tar -cf - --exclude='*.o' --exclude='.*.cmd' --exclude='*.mod*' --exclude='*.ko' \
 	--exclude='*_generated.rs' --exclude='compat*.cfg' --exclude=Module.symvers --exclude=modules.order \
 	VERSION Kbuild kmod ffi tests/fixtures | tar -C "$tree" -xf -
-for d in tests/fixtures tests/fixtures/pd_exports; do
+for d in tests/fixtures tests/fixtures/pd_exports tests/fixtures/driver-copy; do
 	make -s -C "$kdir" M="$tree/$d" "${PEERMEM_KMAKE_ARGS[@]}" KBUILD_MODPOST_WARN=1 -j"$(nproc)" modules
 done
 [ -x target/release/peermem-check ] || cargo build -q --release -p peermem-check

@@ -117,6 +117,19 @@ if [ -z "$modules_given" ] && [ -f "$modroot/tests/fixtures/driver-copy/nv_peer_
 	cp "$modroot/tests/fixtures/driver-copy/nv_peer_mem.ko" "$stage/extra/standins/"
 fi
 
+# An Ubuntu-shaped kernel's module tree as a node has it
+# (tests/ubuntu/build-modules.sh: both RDMA stacks, NVIDIA's precompiled
+# driver and stub, what dkms installed, the node's depmod.d), without the
+# headers, at /ubuntu-layout: module_ubuntu_layout resolves and loads the
+# module through it with kmod's tools.
+ulayout=$modroot/build/ubuntu-root
+if [ -z "$modules_given" ] && [ -d "$ulayout/lib/modules/$release" ]; then
+	mkdir -p "$stage/ubuntu-layout"
+	tar -C "$ulayout" --exclude="lib/modules/$release/build" -cf - "lib/modules/$release" etc |
+		tar -C "$stage/ubuntu-layout" -xf -
+	cp "$repo/tests/ubuntu/check-layout.sh" "$stage/ubuntu-layout/"
+fi
+
 # kmod's depmod and modprobe as a node has them (busybox's depmod has no
 # search order: which of two same-named modules wins is chance there). At
 # /opt/kmod, so every other scenario keeps busybox's; module_dropin uses
@@ -129,6 +142,7 @@ if [ -x /usr/bin/kmod ]; then
 	ln -sf kmod "$stage/opt/kmod/depmod"
 	ln -sf kmod "$stage/opt/kmod/modprobe"
 	ln -sf kmod "$stage/opt/kmod/rmmod"
+	ln -sf kmod "$stage/opt/kmod/modinfo"
 	ldd /usr/bin/kmod | grep -o '/[^ ]*' | while read -r lib; do
 		mkdir -p "$stage$(dirname "$lib")"
 		cp -L "$lib" "$stage$lib"
