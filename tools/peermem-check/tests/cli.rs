@@ -52,6 +52,15 @@ fn verdict_of<'a>(v: &'a Value, id: &str) -> &'a str {
         .unwrap()
 }
 
+fn check_of_tree<'a>(v: &'a Value, id: &str) -> &'a Value {
+    v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no check {id}"))
+}
+
 #[test]
 fn doctor_pass_tree() {
     let (o, v) = doctor("pass");
@@ -63,6 +72,15 @@ fn doctor_pass_tree() {
         assert_eq!(c["verdict"], "pass", "{c}");
     }
     assert_eq!(verdict_of(&v, "pcie_topology"), "pass");
+    // Open modules, the kernel's import, rdma-core 50, ConnectX: dma-buf.
+    let nccl = check_of_tree(&v, "nccl_path");
+    assert!(
+        nccl["detail"]
+            .as_str()
+            .unwrap()
+            .ends_with("dma-buf; this module is not needed for NCCL (peer memory via /sys/kernel/mm/memory_peers/nv_mem/version stays its fallback)"),
+        "{nccl}"
+    );
     let pairs = &v["checks"]
         .as_array()
         .unwrap()
@@ -124,6 +142,8 @@ fn doctor_fail_tree() {
     }
     // GPU and NIC on different sockets work, slowly: a warning.
     assert_eq!(verdict_of(&v, "pcie_topology"), "warn");
+    // Proprietary modules leave peer memory, which this NCCL does not see.
+    assert_eq!(verdict_of(&v, "nccl_path"), "fail");
     let text = String::from_utf8(run(&["doctor", "--root", &fixture("fail")]).stdout).unwrap();
     assert!(
         text.contains("[FAIL] Peer-memory client: nvidia_peermem, nv_peer_mem are all loaded"),
@@ -169,7 +189,7 @@ fn doctor_on_an_empty_tree_explains_everything() {
     let o = run(&["doctor", "--json", "--root", dir.path().to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     let v = json_of(&o);
-    assert_eq!(v["checks"].as_array().unwrap().len(), 22);
+    assert_eq!(v["checks"].as_array().unwrap().len(), 25);
     for c in v["checks"].as_array().unwrap() {
         assert!(!c["detail"].as_str().unwrap().is_empty(), "{c}");
         if c["verdict"] == "fail" {
@@ -181,6 +201,10 @@ fn doctor_on_an_empty_tree_explains_everything() {
     assert_eq!(verdict_of(&v, "gpu_attributes"), "skip");
     // No kernel installed under the root: one line that says so.
     assert_eq!(verdict_of(&v, "installed_kernel"), "skip");
+    // No GPU: which path, and the driver's topology gate, are unknown.
+    for id in ["grdma_topology", "nccl_path", "ucx_path"] {
+        assert_eq!(verdict_of(&v, id), "skip", "{id}");
+    }
 }
 
 #[test]

@@ -96,7 +96,7 @@ pub fn rustc_package(version_text: &str) -> Option<String> {
 
 /// The value of `CONFIG_<name>` in a kernel config ("" when unset), quotes
 /// removed.
-fn config_value<'a>(config: &'a str, name: &str) -> Option<&'a str> {
+pub(super) fn config_value<'a>(config: &'a str, name: &str) -> Option<&'a str> {
     let key = format!("CONFIG_{name}=");
     config
         .lines()
@@ -107,7 +107,7 @@ fn config_value<'a>(config: &'a str, name: &str) -> Option<&'a str> {
 /// The running kernel's config as `CONFIG_IKCONFIG_PROC` exposes it
 /// (gzip), decompressed; `None` where there is none or it does not
 /// decompress.
-fn proc_config(r: &SysRoot) -> Option<String> {
+pub(super) fn proc_config(r: &SysRoot) -> Option<String> {
     use std::io::Read;
     let gz = r.read_bytes("/proc/config.gz", 4 << 20)?;
     let mut text = String::new();

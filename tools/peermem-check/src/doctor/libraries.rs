@@ -235,7 +235,7 @@ fn glob_match(pattern: &str, name: &str) -> bool {
 
 /// The folders to look for libraries in: the usual ones, and on the live
 /// system those of `LD_LIBRARY_PATH`.
-fn lib_dirs(r: &SysRoot) -> Vec<String> {
+pub(super) fn lib_dirs(r: &SysRoot) -> Vec<String> {
     let mut dirs: Vec<String> = LIB_DIRS.iter().flat_map(|d| expand(r, d)).collect();
     if r.is_live() {
         if let Ok(p) = std::env::var("LD_LIBRARY_PATH") {
@@ -263,7 +263,7 @@ fn version_of_lib(r: &SysRoot, path: &str, stem: &str) -> Option<Version> {
 
 /// What `/var/lib/dpkg/status` says of installed `packages`: each one's
 /// version.
-fn dpkg(r: &SysRoot, packages: &[&str]) -> Vec<Install> {
+pub(super) fn dpkg(r: &SysRoot, packages: &[&str]) -> Vec<Install> {
     let Some(status) = r.read("/var/lib/dpkg/status") else {
         return Vec::new();
     };

@@ -10,6 +10,7 @@ pub mod install;
 pub mod kernels;
 pub mod libraries;
 pub mod node;
+pub mod path;
 pub mod pci;
 pub mod sysroot;
 
@@ -83,6 +84,9 @@ pub fn run(inp: &Inputs) -> Vec<Check> {
     // Which NCCL and UCX are installed, and whether their versions test
     // the files the line above found (doctor/libraries.rs).
     checks.extend(libraries::checks(r));
+    // Which path, dma-buf or peer memory, each of them takes per GPU, and
+    // the driver's topology gate that can refuse both (doctor/path.rs).
+    checks.extend(path::checks(r, inp.cuda.as_ref(), &gpus, &nics));
     checks.extend([
         peerdirect_core(r),
         peerdirect_support(r),
